@@ -1,0 +1,195 @@
+{#- The `cdc_merge` incremental strategy: applies a batch of change events to a current-state
+    Iceberg table in one MERGE INTO. Rules, enforced here and nowhere else:
+      - the last change per key wins, ordered by (_cdc_ts, _cdc_seq);
+      - a change applies only if it is newer than the row it would touch: the row keeps the
+        _cdc_ts/_cdc_seq that produced it, so late, older updates and deletes are ignored, and a
+        re-delivered change (equal, not newer) changes nothing;
+      - I/U upsert, D deletes; a delete leaves a tombstone (cdc_tombstones) so that a late older
+        change cannot re-insert a deleted key;
+      - a batch with a null key, timestamp, sequence or an unknown operation is refused whole,
+        before anything is written, with the file and the column named. -#}
+
+{% macro get_incremental_cdc_merge_sql(arg_dict) %}
+    {{ return(cdc_merge_batch_sql(arg_dict['target_relation'], arg_dict['temp_relation'], arg_dict['unique_key'])) }}
+{% endmacro %}
+
+
+{% macro cdc_key_columns(unique_key, target) -%}
+    {%- if unique_key is none or unique_key | length == 0 -%}
+        {{ exceptions.raise_compiler_error("cdc_merge on " ~ target ~ " needs unique_key (the source's primary key columns)") }}
+    {%- endif -%}
+    {{ return([unique_key] if unique_key is string else unique_key | list) }}
+{%- endmacro %}
+
+
+{% macro cdc_column_names(relation) -%}
+    {%- set result = run_query('describe query select * from ' ~ relation) -%}
+    {%- set names = [] -%}
+    {%- for row in result.rows if row[0] and not row[0].startswith('#') -%}
+        {%- do names.append(row[0]) -%}
+    {%- endfor -%}
+    {{ return(names) }}
+{%- endmacro %}
+
+
+{% macro cdc_is_newer(new, old) -%}
+    ({{ old }}._cdc_ts is null
+        or {{ new }}._cdc_ts > {{ old }}._cdc_ts
+        or ({{ new }}._cdc_ts = {{ old }}._cdc_ts and {{ new }}._cdc_seq > {{ old }}._cdc_seq))
+{%- endmacro %}
+
+
+{% macro cdc_merge_batch_sql(target, events, unique_key) %}
+    {%- set keys = cdc_key_columns(unique_key, target) -%}
+    {%- set batch_events = cdc_batch_view(target, 'batch_events') -%}
+    {%- set changes = cdc_batch_view(target, 'changes') -%}
+    {%- set model_name = cdc_sql_string(target.identifier) -%}
+
+    {#- 1. Read the pinned batch once. -#}
+    {%- do run_query('cache table ' ~ batch_events ~ ' as select * from ' ~ events) -%}
+
+    {#- 2. Refuse bad input before writing anything. -#}
+    {%- do cdc_validate_batch(target, batch_events, keys) -%}
+
+    {#- 3. Last change per key, minus changes older than the key's tombstone. -#}
+    {%- set key_json -%}
+        to_json(named_struct({% for key in keys %}{{ cdc_sql_string(key) }}, {{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %}))
+    {%- endset -%}
+    {%- set changes_sql -%}
+        with
+
+        events as (
+
+            select * from {{ batch_events }}
+
+        ),
+
+        ranked as (
+
+            select
+                events.*,
+                row_number() over (
+                    partition by {% for key in keys %}events.{{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %}
+                    order by events._cdc_ts desc, events._cdc_seq desc, events._cdc_source_file desc
+                ) as _cdc_change_rank
+
+            from events
+
+        ),
+
+        latest as (
+
+            select
+                ranked.*,
+                {{ key_json }} as _cdc_key_json
+            from ranked
+            where ranked._cdc_change_rank = 1
+
+        ),
+
+        tombstones as (
+
+            select
+                key_json,
+                max(struct(_cdc_ts, _cdc_seq)) as newest
+            from {{ cdc_meta_relation('cdc_tombstones') }}
+            where model_name = {{ model_name }}
+            group by key_json
+
+        )
+
+        select latest.*
+        from latest
+        left join tombstones
+            on latest._cdc_key_json = tombstones.key_json
+        where
+            tombstones.key_json is null
+            or latest._cdc_op = 'D'
+            or {{ cdc_is_newer('latest', 'tombstones.newest') }}
+    {%- endset -%}
+    {%- do run_query('cache table ' ~ changes ~ ' as ' ~ changes_sql) -%}
+
+    {#- 4. Tombstones first: if the MERGE then fails, a rerun re-applies the same deletes. -#}
+    {%- set deletes = run_query("select count(*) from " ~ changes ~ " where _cdc_op = 'D'").columns[0].values()[0] -%}
+    {%- if deletes > 0 -%}
+        {%- do run_query(
+            'insert into ' ~ cdc_meta_relation('cdc_tombstones')
+            ~ ' select ' ~ model_name ~ ', _cdc_key_json, _cdc_ts, _cdc_seq, _cdc_source_file, current_timestamp()'
+            ~ " from " ~ changes ~ " where _cdc_op = 'D'"
+        ) -%}
+    {%- endif -%}
+
+    {#- 5. One MERGE: columns from the target, values from the batch (null for a column the
+           source no longer sends). -#}
+    {%- set source_columns = cdc_column_names(changes) | map('lower') | list -%}
+    {%- set values = [] -%}
+    {%- set target_columns = cdc_column_names(target) -%}
+    {%- for column in target_columns -%}
+        {%- if column | lower == '_cdc_applied_at' -%}
+            {%- do values.append(cdc_run_timestamp()) -%}
+        {%- elif column | lower in source_columns -%}
+            {%- do values.append('s.' ~ cdc_quote(column)) -%}
+        {%- else -%}
+            {%- do values.append('null') -%}
+        {%- endif -%}
+    {%- endfor %}
+
+merge into {{ target }} as t
+using {{ changes }} as s
+on {% for key in keys %}t.{{ cdc_quote(key) }} = s.{{ cdc_quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
+when matched and s._cdc_op = 'D' and {{ cdc_is_newer('s', 't') }} then delete
+when matched and s._cdc_op <> 'D' and {{ cdc_is_newer('s', 't') }} then update set
+    {%- for column in target_columns %}
+    t.{{ cdc_quote(column) }} = {{ values[loop.index0] }}{{ ',' if not loop.last }}
+    {%- endfor %}
+when not matched and s._cdc_op <> 'D' then insert (
+    {%- for column in target_columns %}
+    {{ cdc_quote(column) }}{{ ',' if not loop.last }}
+    {%- endfor %}
+) values (
+    {%- for value in values %}
+    {{ value }}{{ ',' if not loop.last }}
+    {%- endfor %}
+)
+{% endmacro %}
+
+
+{% macro cdc_validate_batch(target, batch_events, keys) %}
+    {%- set checks = [] -%}
+    {%- for key in keys -%}
+        {%- do checks.append(("count_if(" ~ cdc_quote(key) ~ " is null)", "null key column " ~ key)) -%}
+    {%- endfor -%}
+    {%- do checks.append(("count_if(_cdc_ts is null)", "null commit timestamp (_cdc_ts: the producer's timestamp column)")) -%}
+    {%- do checks.append(("count_if(_cdc_seq is null)", "null change sequence (_cdc_seq)")) -%}
+    {%- do checks.append(("count_if(_cdc_op is null or _cdc_op not in ('I', 'U', 'D'))", "unknown operation (_cdc_op: the producer's Op column)")) -%}
+    {%- set sql -%}
+        select * from (
+            select
+                _cdc_source_file
+                {%- for check in checks %},
+                {{ check[0] }} as check_{{ loop.index }}
+                {%- endfor %}
+            from {{ batch_events }}
+            group by _cdc_source_file
+        )
+        where {% for check in checks %}check_{{ loop.index }} > 0{{ ' or ' if not loop.last }}{% endfor %}
+        order by _cdc_source_file
+    {%- endset -%}
+    {%- set bad = run_query(sql) -%}
+    {%- if bad.rows | length > 0 -%}
+        {%- set problems = [] -%}
+        {%- for row in bad.rows -%}
+            {%- for check in checks -%}
+                {%- set failures = row[loop.index] -%}
+                {%- if failures > 0 -%}
+                    {%- do problems.append("  raw file " ~ row[0] ~ ": " ~ failures ~ " change event(s) with " ~ check[1]) -%}
+                {%- endif -%}
+            {%- endfor -%}
+        {%- endfor -%}
+        {%- do cdc_drop_batch_views(target) -%}
+        {{ exceptions.raise_compiler_error(
+            "cdc_merge refused the batch for " ~ target ~ "; nothing was applied and the table is unchanged:\n"
+            ~ (problems | join("\n"))
+            ~ "\nFix or remove the file(s) in the landing folder and run again; the other tables are not affected.") }}
+    {%- endif -%}
+{% endmacro %}

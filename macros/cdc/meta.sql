@@ -1,0 +1,46 @@
+{#- The pipeline's own state, in Iceberg tables of the `<target schema>_cdc_meta` schema:
+    - cdc_file_ledger: which raw files each current-state model has applied (an optimisation:
+      a file in the ledger is not read again; correctness never depends on it);
+    - cdc_tombstones: the newest delete seen per key, so that a late, older change cannot bring
+      a deleted row back (the current-state tables hard-delete).
+    Created by `on-run-start`; safe to run any number of times. -#}
+
+{% macro cdc_meta_schema() -%}
+    {{ return(target.schema ~ '_cdc_meta') }}
+{%- endmacro %}
+
+
+{% macro cdc_meta_relation(identifier) -%}
+    {{ return(api.Relation.create(schema=cdc_meta_schema(), identifier=identifier, type='table')) }}
+{%- endmacro %}
+
+
+{% macro cdc_create_meta_tables() %}
+    {%- if execute -%}
+        {%- do run_query('create database if not exists ' ~ cdc_meta_schema()) -%}
+        {%- do run_query(
+            'create table if not exists ' ~ cdc_meta_relation('cdc_file_ledger') ~ ' (
+                model_name string,
+                file_name string,
+                change_events bigint,
+                invocation_id string,
+                applied_at timestamp
+            ) using iceberg
+            partitioned by (model_name)
+            tblproperties (\'format-version\' = \'2\')'
+        ) -%}
+        {%- do run_query(
+            'create table if not exists ' ~ cdc_meta_relation('cdc_tombstones') ~ ' (
+                model_name string,
+                key_json string,
+                _cdc_ts timestamp,
+                _cdc_seq string,
+                _cdc_source_file string,
+                recorded_at timestamp
+            ) using iceberg
+            partitioned by (model_name)
+            tblproperties (\'format-version\' = \'2\')'
+        ) -%}
+    {%- endif -%}
+    select 1
+{% endmacro %}

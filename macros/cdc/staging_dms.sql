@@ -1,0 +1,111 @@
+{#- Staging for AWS DMS Parquet output (S3 target): one row per change event, in the contract
+    every current-state model reads:
+
+      <business columns>  source names in lower case, source types
+      _cdc_op             'I' | 'U' | 'D'   (full-load rows, which have no Op, are 'I')
+      _cdc_ts             commit timestamp  (the TimestampColumnName column)
+      _cdc_seq            35-digit string, a total order of the table's changes (see below)
+      _cdc_source_file    raw file name
+
+    _cdc_seq is AR_H_CHANGE_SEQ when the file has it. Otherwise it is derived from the file name
+    and the row's position in the file, which DMS writes in commit order:
+      full load  LOAD<hex n>.parquet      '0' + n (9 digits) + row index (25 digits)
+      CDC        <yyyymmdd-hhmmssfff>.parquet   the 17 digits of the name + row index (18 digits)
+    so full-load rows order before CDC rows and CDC files order by their write time. -#}
+
+{% macro stg_dms_changes(source_name, table_name) %}
+    {%- set source_relation = source(source_name, table_name) -%}
+    {%- if not execute -%}
+        select 1 as _cdc_placeholder
+    {%- else -%}
+        {%- set node = cdc_source_node(source_name, table_name) -%}
+        {%- set ts_column = node.source_meta.get('dms_timestamp_column')
+            or node.meta.get('dms_timestamp_column') or 'last_update_time' -%}
+        {%- set folder = cdc_landing_folder(source_relation) -%}
+        {%- if cdc_landing_file_count(source_name, table_name, folder) == 0 -%}
+            {{ cdc_empty_changes(node) }}
+        {%- else -%}
+            {{ stg_dms_changes_sql(folder, cdc_landing_columns(folder), ts_column, node) }}
+        {%- endif -%}
+    {%- endif -%}
+{% endmacro %}
+
+
+{% macro stg_dms_changes_sql(folder, raw_columns, ts_column, node) %}
+    {%- set metadata_names = ['op', 'ar_h_change_seq', ts_column | lower] -%}
+    {%- set by_lower = {} -%}
+    {%- for column in raw_columns -%}
+        {%- do by_lower.setdefault(column.name | lower, []).append(column.name) -%}
+    {%- endfor -%}
+    {%- if ts_column | lower not in by_lower -%}
+        {{ exceptions.raise_compiler_error(
+            "Raw files in " ~ folder ~ " (source " ~ node.source_name ~ "." ~ node.name
+            ~ ") have no timestamp column '" ~ ts_column ~ "': set the DMS endpoint's "
+            ~ "TimestampColumnName, or meta.dms_timestamp_column on the source.") }}
+    {%- endif -%}
+    {%- set row_index = 'cast(_metadata.row_index as string)' -%}
+    {%- set fallback_seq -%}
+        case
+            when _metadata.file_name like 'LOAD%'
+                then concat(
+                    '0',
+                    lpad(conv(substr(_metadata.file_name, 5, 8), 16, 10), 9, '0'),
+                    lpad({{ row_index }}, 25, '0')
+                )
+            else concat(
+                rpad(substr(regexp_replace(_metadata.file_name, '[^0-9]', ''), 1, 17), 17, '0'),
+                lpad({{ row_index }}, 18, '0')
+            )
+        end
+    {%- endset -%}
+
+select
+    {%- for name, spellings in by_lower.items() if name not in metadata_names %}
+    {{ cdc_coalesce_spellings(spellings) }} as {{ cdc_quote(name) }},
+    {%- endfor %}
+    {%- if 'op' in by_lower %}
+    coalesce(upper(trim({{ cdc_coalesce_spellings(by_lower['op']) }})), 'I') as _cdc_op,
+    {%- else %}
+    'I' as _cdc_op,
+    {%- endif %}
+    cast({{ cdc_coalesce_spellings(by_lower[ts_column | lower]) }} as timestamp) as _cdc_ts,
+    {%- if 'ar_h_change_seq' in by_lower %}
+    coalesce(
+        lpad(nullif(trim({{ cdc_coalesce_spellings(by_lower['ar_h_change_seq']) }}), ''), 35, '0'),
+        {{ fallback_seq | indent(8) }}
+    ) as _cdc_seq,
+    {%- else %}
+    {{ fallback_seq | indent(4) }} as _cdc_seq,
+    {%- endif %}
+    _metadata.file_name as _cdc_source_file
+
+from parquet.{{ cdc_quote(folder) }}
+{% endmacro %}
+
+
+{% macro cdc_coalesce_spellings(spellings) -%}
+    {#- One column spelled in several cases across files (COUNTRY / country) is one column. -#}
+    {%- if spellings | length == 1 -%}
+        {{ return(cdc_quote(spellings[0])) }}
+    {%- else -%}
+        {%- set quoted = [] -%}
+        {%- for spelling in spellings -%}
+            {%- do quoted.append(cdc_quote(spelling)) -%}
+        {%- endfor -%}
+        {{ return('coalesce(' ~ (quoted | join(', ')) ~ ')') }}
+    {%- endif -%}
+{%- endmacro %}
+
+
+{% macro cdc_empty_changes(node) %}
+    {#- No raw file yet: an empty result with the columns the source yml declares. -#}
+select
+    {%- for column in node.columns.values() if column.data_type %}
+    cast(null as {{ column.data_type }}) as {{ cdc_quote(column.name | lower) }},
+    {%- endfor %}
+    cast(null as string) as _cdc_op,
+    cast(null as timestamp) as _cdc_ts,
+    cast(null as string) as _cdc_seq,
+    cast(null as string) as _cdc_source_file
+where false
+{% endmacro %}

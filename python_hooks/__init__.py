@@ -1,0 +1,1 @@
+"""Python run before dbt: environment defaults and (later) Iceberg schema evolution."""
