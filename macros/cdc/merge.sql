@@ -45,6 +45,14 @@
     {%- set changes = cdc_batch_view(target, 'changes') -%}
     {%- set model_name = cdc_sql_string(target.identifier) -%}
 
+    {#- 0. No new file: no commit at all, so a rerun leaves every snapshot as it was. -#}
+    {%- set pending = run_query(
+        'select count(*) from ' ~ cdc_batch_view(target, 'batch_files') ~ ' where file_name is not null'
+    ).columns[0].values()[0] -%}
+    {%- if pending == 0 -%}
+        {{ return("select 'no new change files' as cdc_merge") }}
+    {%- endif -%}
+
     {#- 1. Read the pinned batch once. -#}
     {%- do run_query('cache table ' ~ batch_events ~ ' as select * from ' ~ events) -%}
 

@@ -1,0 +1,1 @@
+"""Sample raw change files, written exactly as AWS DMS and Debezium write them."""

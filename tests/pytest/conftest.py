@@ -1,0 +1,116 @@
+"""One Spark session for the whole pytest run: dbt is invoked in-process (dbtRunner), so the
+session dbt-spark creates from profiles/profiles.yml is the one the tests read through.
+
+Each test works in its own landing folder and its own schema (CDC_SCHEMA) inside one warehouse
+(CDC_WAREHOUSE is fixed for the run: Spark's warehouse and metastore are static settings)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import pytest
+
+PROJECT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# PySpark turns timestamps into naive datetimes in the process's local zone: make it UTC.
+os.environ["TZ"] = "UTC"
+time.tzset()
+
+
+@pytest.fixture(scope="session")
+def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("warehouse")
+    os.environ["CDC_WAREHOUSE"] = str(path)
+    os.environ["DBT_PROFILES_DIR"] = str(PROJECT / "profiles")
+    return path
+
+
+class Dbt:
+    """Runs dbt in this process against a landing folder and a schema of the caller's choice."""
+
+    def __init__(self, work: Path) -> None:
+        from dbt.cli.main import dbtRunner
+
+        self._runner = dbtRunner()
+        self._work = work
+
+    def __call__(self, *args: str, landing: Path, schema: str):
+        os.environ["CDC_LANDING_ROOT"] = str(landing)
+        os.environ["CDC_SCHEMA"] = schema
+        target = self._work / schema
+        return self._runner.invoke(
+            [*args, "--project-dir", str(PROJECT), "--target-path", str(target), "--log-path", str(target / "logs")]
+        )
+
+
+@pytest.fixture(scope="session")
+def dbt(warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Dbt:
+    return Dbt(tmp_path_factory.mktemp("dbt"))
+
+
+@pytest.fixture(scope="session")
+def spark(dbt: Dbt, tmp_path_factory: pytest.TempPathFactory):
+    """The SparkSession dbt created (one per pytest run)."""
+    from pyspark.sql import SparkSession
+
+    result = dbt("run-operation", "cdc_create_meta_tables", landing=tmp_path_factory.mktemp("none"),
+                 schema="bootstrap")
+    assert result.success, result.exception
+    session = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
+    assert session.conf.get("spark.sql.catalog.spark_catalog") == "org.apache.iceberg.spark.SparkSessionCatalog"
+    return session
+
+
+@pytest.fixture
+def schema() -> str:
+    return f"t_{uuid.uuid4().hex[:10]}"
+
+
+def _normalise(value):
+    import datetime as dt
+
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return value
+
+
+def table_rows(spark, relation: str, key: Sequence[str], columns: Iterable[str]) -> dict[tuple, dict]:
+    """The whole table as key tuple -> {column: value} for the given columns."""
+    columns = list(columns)
+    rows = spark.table(relation).select(*columns).collect()
+    result = {}
+    for row in rows:
+        record = {c: _normalise(row[c]) for c in columns}
+        k = tuple(record[c] for c in key)
+        assert k not in result, f"{relation}: duplicate key {k}"
+        result[k] = record
+    return result
+
+
+def assert_same_table(actual: dict[tuple, dict], expected: dict[tuple, dict], label: str) -> None:
+    """Whole-table equality with a readable difference."""
+    expected = {k: {c: _normalise(v) for c, v in row.items()} for k, row in expected.items()}
+    missing = sorted(set(expected) - set(actual))
+    extra = sorted(set(actual) - set(expected))
+    differing = {
+        k: {c: (actual[k].get(c), v) for c, v in expected[k].items() if actual[k].get(c) != v}
+        for k in set(actual) & set(expected)
+    }
+    differing = {k: d for k, d in differing.items() if d}
+    assert not (missing or extra or differing), (
+        f"{label}: missing keys {missing}, unexpected keys {extra}, "
+        f"differing (actual, expected): {dict(sorted(differing.items())[:10])}"
+    )
+
+
+def snapshot_ids(spark, relation: str) -> list[int]:
+    return [r[0] for r in spark.sql(f"select snapshot_id from {relation}.snapshots order by committed_at").collect()]
+
+
+Check = Callable[..., None]
