@@ -1,0 +1,236 @@
+"""The union schema of a table's raw Parquet files, from their footers only (never the data).
+
+Files keep the schema they were written with (DMS: new source columns appear in later files only), so
+the table must hold the union: by case-insensitive name, first spelling and position win, later files'
+new columns are appended in order. When files disagree on a type, the wider one is kept if it is a
+promotion of the other (the rules of `schema_plan`); otherwise the disagreement is a `TypeConflict`.
+Struct columns are merged field by field (the Debezium `after`/`before` images gain fields).
+
+`FooterCache` remembers, per table, which files it read (name, size, mtime) and their union, so each
+run opens only the footers of new files. Pass files oldest first: the order sets the column order.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from python_hooks.schema_plan import UnsupportedTypeError, compare_types, spark_type
+
+logger = logging.getLogger(__name__)
+
+
+class FooterReadError(Exception):
+    """A raw file whose Parquet footer cannot be read."""
+
+
+@dataclass(frozen=True)
+class TypeConflict:
+    """Column `column` (dotted inside a struct) is `type_a` in earlier files but `type_b` in `file`."""
+
+    column: str
+    file: str
+    type_a: str
+    type_b: str
+
+    def message(self) -> str:
+        return (
+            f"Column {self.column!r} is {self.type_a} in earlier raw files but {self.type_b} in {self.file}, "
+            f"and neither type widens to the other: fix or remove the file, or send the new values in a new "
+            f"column."
+        )
+
+
+@dataclass(frozen=True)
+class UnionSchema:
+    schema: pa.Schema
+    conflicts: tuple[TypeConflict, ...]
+
+
+def read_footer(path: Path) -> pa.Schema:
+    """The Arrow schema of a Parquet file's footer; FooterReadError naming the file if it has none."""
+    try:
+        schema = pq.read_schema(path)
+    except Exception as error:  # pyarrow raises OSError, ArrowInvalid, ... for a bad or missing file
+        raise FooterReadError(f"cannot read the Parquet footer of {path}: {error}") from error
+    if len(schema) == 0:
+        raise FooterReadError(f"the Parquet file {path} has no columns")
+    return schema
+
+
+def read_union_schema(paths: Iterable[Path]) -> UnionSchema:
+    """Union of the footers of `paths`, in the order given."""
+    fields: list[pa.Field] = []
+    conflicts: list[TypeConflict] = []
+    for path in paths:
+        fields = merge_fields(fields, read_footer(Path(path)), os.fspath(path), conflicts)
+    return UnionSchema(pa.schema(fields), tuple(conflicts))
+
+
+def merge_fields(
+    fields: Sequence[pa.Field],
+    incoming: Iterable[pa.Field],
+    file: str,
+    conflicts: list[TypeConflict],
+    prefix: str = "",
+) -> list[pa.Field]:
+    """`fields` with `incoming` (the columns of `file`) merged in; disagreements appended to `conflicts`."""
+    merged = list(fields)
+    index = {f.name.lower(): i for i, f in reversed(list(enumerate(merged)))}
+    for new in incoming:
+        lower = new.name.lower()
+        if lower not in index:
+            index[lower] = len(merged)
+            merged.append(new)
+        else:
+            i = index[lower]
+            merged[i] = _merge_field(merged[i], new, file, conflicts, prefix)
+    return merged
+
+
+def _merge_field(
+    old: pa.Field, new: pa.Field, file: str, conflicts: list[TypeConflict], prefix: str
+) -> pa.Field:
+    if old.type.equals(new.type):
+        return old
+    if pa.types.is_null(old.type):
+        return new.with_name(old.name)
+    if pa.types.is_null(new.type):
+        return old
+    if pa.types.is_struct(old.type) and pa.types.is_struct(new.type):
+        children = merge_fields(list(old.type), list(new.type), file, conflicts, f"{prefix}{old.name}.")
+        return old.with_type(pa.struct(children))
+    try:
+        old_spark, new_spark = spark_type(old.type), spark_type(new.type)
+    except UnsupportedTypeError:
+        old_spark = new_spark = None
+        relation = "refuse"
+    else:
+        if old_spark is None:  # a nested type with nulls inside (list<null>): no information yet
+            return new.with_name(old.name)
+        if new_spark is None:
+            return old
+        relation = compare_types(old_spark, new_spark).relation
+    if relation == "promote":
+        return new.with_name(old.name)
+    if relation == "refuse":
+        conflicts.append(
+            TypeConflict(f"{prefix}{old.name}", file, old_spark or str(old.type), new_spark or str(new.type))
+        )
+    return old
+
+
+# ------------------------------------------------------------------------------------------- cache
+
+
+@dataclass
+class _TableState:
+    files: dict[str, tuple[int, int]] = field(default_factory=dict)
+    fields: list[pa.Field] = field(default_factory=list)
+    conflicts: list[TypeConflict] = field(default_factory=list)
+
+
+def _field_to_text(arrow_field: pa.Field) -> str:
+    """Exact serialization of a field (Arrow IPC schema message, base64): types, nesting, metadata."""
+    return base64.b64encode(pa.schema([arrow_field]).serialize().to_pybytes()).decode("ascii")
+
+
+def _field_from_text(name: str, text: str) -> pa.Field:
+    schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text, validate=True)))
+    if len(schema) != 1 or schema.field(0).name != name:
+        raise ValueError(f"serialized column {name!r} holds {schema.names}")
+    return schema.field(0)
+
+
+def _state_from_json(data: object) -> dict[str, _TableState]:
+    if not isinstance(data, dict):
+        raise ValueError("the state is not a JSON object")
+    tables: dict[str, _TableState] = {}
+    for table, entry in data.items():
+        files = {str(name): (int(size), int(mtime)) for name, (size, mtime) in entry["files"].items()}
+        fields = [_field_from_text(name, text) for name, text in entry["columns"]]
+        conflicts = [TypeConflict(*map(str, conflict)) for conflict in entry.get("conflicts", [])]
+        tables[str(table)] = _TableState(files, fields, conflicts)
+    return tables
+
+
+def _state_to_json(tables: dict[str, _TableState]) -> dict[str, object]:
+    return {
+        table: {
+            "files": {name: [size, mtime] for name, (size, mtime) in state.files.items()},
+            "columns": [[f.name, _field_to_text(f)] for f in state.fields],
+            "conflicts": [[c.column, c.file, c.type_a, c.type_b] for c in state.conflicts],
+        }
+        for table, state in tables.items()
+    }
+
+
+class FooterCache:
+    """Union schemas per table, remembered in a JSON state file so that each file's footer is read once.
+
+    A file is read again when its size or mtime changes; its new columns and types are merged in (what it
+    held before stays: columns are never dropped). Files no longer listed are forgotten, with their
+    conflicts. Call `save()` to write the state.
+    """
+
+    def __init__(self, state_path: Path) -> None:
+        self.state_path = Path(state_path)
+        self._tables = self._load()
+
+    def _load(self) -> dict[str, _TableState]:
+        if not self.state_path.exists():
+            return {}
+        try:
+            return _state_from_json(json.loads(self.state_path.read_text(encoding="utf-8")))
+        except Exception as error:  # any damage: the state is only an optimisation
+            logger.warning(
+                "footer cache %s is unreadable (%s: %s): reading every footer again",
+                self.state_path,
+                type(error).__name__,
+                error,
+            )
+            return {}
+
+    def union_schema(self, table: str, files: Sequence[Path]) -> UnionSchema:
+        """Union schema of `files` (oldest first), reading only footers not read before."""
+        previous = self._tables.get(table, _TableState())
+        signatures: dict[str, tuple[int, int]] = {}
+        for path in files:
+            try:
+                stat = Path(path).stat()
+            except OSError as error:
+                raise FooterReadError(f"cannot read the Parquet footer of {path}: {error}") from error
+            signatures[os.fspath(path)] = (stat.st_size, stat.st_mtime_ns)
+        changed = [name for name, signature in signatures.items() if previous.files.get(name) != signature]
+        fields = list(previous.fields)
+        # Conflicts stay while their file does, unless the file is read again (which finds them anew).
+        conflicts = [c for c in previous.conflicts if c.file in signatures and c.file not in changed]
+        for name in changed:
+            fields = merge_fields(fields, read_footer(Path(name)), name, conflicts)
+        logger.debug("%s: %d raw files, %d footers read", table, len(signatures), len(changed))
+        self._tables[table] = _TableState(signatures, fields, conflicts)
+        return UnionSchema(pa.schema(fields), tuple(conflicts))
+
+    def save(self) -> None:
+        """Write the state atomically: a temporary file in the same folder, then a rename."""
+        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(_state_to_json(self._tables), indent=1, sort_keys=True)
+        handle, tmp_name = tempfile.mkstemp(dir=self.state_path.parent, prefix=f".{self.state_path.name}.")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as tmp:
+                tmp.write(text)
+                tmp.flush()
+                os.fsync(tmp.fileno())
+            os.replace(tmp_name, self.state_path)
+        except BaseException:
+            Path(tmp_name).unlink(missing_ok=True)
+            raise

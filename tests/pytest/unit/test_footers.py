@@ -1,0 +1,360 @@
+"""Union schemas from Parquet footers, and the footer cache: pyarrow only, no Spark."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from python_hooks import footers
+from python_hooks.footers import FooterCache, FooterReadError, TypeConflict, UnionSchema, read_union_schema
+
+
+def write(path: Path, schema: pa.Schema, rows: int = 2) -> Path:
+    """A Parquet file with `schema` and `rows` rows of nulls (the footer is what matters)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.table({f.name: pa.nulls(rows, f.type) for f in schema}, schema=schema)
+    pq.write_table(table, path)
+    return path
+
+
+@pytest.fixture
+def dms_files(tmp_path: Path) -> list[Path]:
+    folder = tmp_path / "crm" / "customer"
+    return [
+        write(
+            folder / "LOAD00000001.parquet",
+            pa.schema([("id", pa.int32()), ("name", pa.string()), ("last_update_time", pa.timestamp("us"))]),
+        ),
+        write(
+            folder / "20261121-104512345.parquet",
+            pa.schema(
+                [
+                    ("Op", pa.string()),
+                    ("ID", pa.int64()),
+                    ("name", pa.string()),
+                    ("last_update_time", pa.timestamp("us")),
+                    ("COUNTRY", pa.string()),
+                ]
+            ),
+        ),
+        write(
+            folder / "20261121-114512345.parquet",
+            pa.schema(
+                [("Op", pa.string()), ("id", pa.int32()), ("country", pa.string()), ("tier", pa.int16())]
+            ),
+        ),
+    ]
+
+
+@pytest.fixture
+def counted_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every footer read, by file name (pyarrow.parquet.read_schema is what the module calls)."""
+    reads: list[str] = []
+    real = pq.read_schema
+
+    def counting(where, *args, **kwargs):
+        reads.append(Path(where).name)
+        return real(where, *args, **kwargs)
+
+    monkeypatch.setattr(pq, "read_schema", counting)
+    return reads
+
+
+EXPECTED_DMS_UNION = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("name", pa.string()),
+        ("last_update_time", pa.timestamp("us")),
+        ("Op", pa.string()),
+        ("COUNTRY", pa.string()),
+        ("tier", pa.int16()),
+    ]
+)
+
+
+# -------------------------------------------------------------------------------- read_union_schema
+
+
+def test_union_of_differing_files(dms_files: list[Path]) -> None:
+    union = read_union_schema(dms_files)
+    assert union == UnionSchema(EXPECTED_DMS_UNION, ())
+
+
+def test_union_reads_only_footers(dms_files: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_data(*args, **kwargs):
+        raise AssertionError("read the data, not only the footer")
+
+    monkeypatch.setattr(pq, "read_table", no_data)
+    monkeypatch.setattr(pq.ParquetFile, "read", no_data)
+    assert read_union_schema(dms_files).schema == EXPECTED_DMS_UNION
+
+
+def test_union_keeps_the_wider_type_in_either_order(tmp_path: Path) -> None:
+    wide = write(
+        tmp_path / "a.parquet", pa.schema([("amount", pa.decimal128(12, 2)), ("score", pa.float64())])
+    )
+    narrow = write(
+        tmp_path / "b.parquet", pa.schema([("AMOUNT", pa.decimal128(10, 2)), ("score", pa.float32())])
+    )
+    expected = pa.schema([("amount", pa.decimal128(12, 2)), ("score", pa.float64())])
+    assert read_union_schema([wide, narrow]) == UnionSchema(expected, ())
+    assert read_union_schema([narrow, wide]) == UnionSchema(
+        pa.schema([("AMOUNT", pa.decimal128(12, 2)), ("score", pa.float64())]), ()
+    )
+
+
+def test_union_fills_in_null_typed_columns(tmp_path: Path) -> None:
+    first = write(tmp_path / "a.parquet", pa.schema([("id", pa.int64()), ("nickname", pa.null())]))
+    second = write(tmp_path / "b.parquet", pa.schema([("id", pa.int64()), ("NICKNAME", pa.string())]))
+    third = write(tmp_path / "c.parquet", pa.schema([("id", pa.int64()), ("nickname", pa.null())]))
+    union = read_union_schema([first, second, third])
+    assert union == UnionSchema(pa.schema([("id", pa.int64()), ("nickname", pa.string())]), ())
+
+
+def test_union_records_a_conflict_naming_the_file(tmp_path: Path) -> None:
+    first = write(tmp_path / "a.parquet", pa.schema([("id", pa.int64()), ("zip", pa.int32())]))
+    second = write(
+        tmp_path / "b.parquet", pa.schema([("id", pa.int64()), ("ZIP", pa.string()), ("x", pa.bool_())])
+    )
+    third = write(tmp_path / "c.parquet", pa.schema([("price", pa.decimal128(10, 2))]))
+    fourth = write(tmp_path / "d.parquet", pa.schema([("price", pa.decimal128(10, 3))]))
+    union = read_union_schema([first, second, third, fourth])
+    assert union.schema == pa.schema(
+        [("id", pa.int64()), ("zip", pa.int32()), ("x", pa.bool_()), ("price", pa.decimal128(10, 2))]
+    )
+    assert union.conflicts == (
+        TypeConflict("zip", str(second), "int", "string"),
+        TypeConflict("price", str(fourth), "decimal(10,2)", "decimal(10,3)"),
+    )
+    message = union.conflicts[0].message()
+    assert str(second) in message and "'zip'" in message and "int" in message and "string" in message
+
+
+def test_union_merges_debezium_envelope_images(tmp_path: Path) -> None:
+    def envelope(image: pa.StructType) -> pa.Schema:
+        return pa.schema([("before", image), ("after", image), ("op", pa.string()), ("ts_ms", pa.int64())])
+
+    old = pa.struct([("id", pa.int32()), ("name", pa.string())])
+    new = pa.struct([("id", pa.int64()), ("name", pa.string()), ("country", pa.string())])
+    bad = pa.struct([("id", pa.string())])
+    files = [
+        write(tmp_path / "t+0+0000000000.snappy.parquet", envelope(old)),
+        write(tmp_path / "t+0+0000000100.snappy.parquet", envelope(new)),
+        write(tmp_path / "t+0+0000000200.snappy.parquet", envelope(bad)),
+    ]
+    union = read_union_schema(files)
+    merged = pa.struct([("id", pa.int64()), ("name", pa.string()), ("country", pa.string())])
+    assert union.schema == envelope(merged)
+    assert union.conflicts == (
+        TypeConflict("before.id", str(files[2]), "bigint", "string"),
+        TypeConflict("after.id", str(files[2]), "bigint", "string"),
+    )
+
+
+def test_union_of_no_files_is_empty() -> None:
+    assert read_union_schema([]) == UnionSchema(pa.schema([]), ())
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"not parquet at all", b"PAR1" + b"\x00" * 20 + b"PAR1"],
+    ids=["empty", "text", "bad-footer"],
+)
+def test_unreadable_file_raises_naming_it(tmp_path: Path, dms_files: list[Path], content: bytes) -> None:
+    broken = tmp_path / "crm" / "customer" / "20261121-124512345.parquet"
+    broken.write_bytes(content)
+    with pytest.raises(FooterReadError) as error:
+        read_union_schema([*dms_files, broken])
+    assert str(broken) in str(error.value)
+
+
+def test_missing_file_raises_naming_it(tmp_path: Path) -> None:
+    missing = tmp_path / "gone.parquet"
+    with pytest.raises(FooterReadError, match="gone.parquet"):
+        read_union_schema([missing])
+    with pytest.raises(FooterReadError, match="gone.parquet"):
+        FooterCache(tmp_path / "state.json").union_schema("t", [missing])
+
+
+# ------------------------------------------------------------------------------------- FooterCache
+
+
+def test_cache_reads_only_new_files(tmp_path: Path, dms_files: list[Path], counted_reads: list[str]) -> None:
+    cache = FooterCache(tmp_path / "state" / "footers.json")
+    first = cache.union_schema("crm.customer", dms_files[:2])
+    assert counted_reads == ["LOAD00000001.parquet", "20261121-104512345.parquet"]
+    assert first.schema == pa.schema(list(EXPECTED_DMS_UNION)[:5])
+
+    counted_reads.clear()
+    second = cache.union_schema("crm.customer", dms_files)
+    assert counted_reads == ["20261121-114512345.parquet"]
+    assert second == UnionSchema(EXPECTED_DMS_UNION, ())
+
+    counted_reads.clear()
+    assert cache.union_schema("crm.customer", dms_files) == UnionSchema(EXPECTED_DMS_UNION, ())
+    assert counted_reads == []
+
+
+def test_cache_persists_across_instances(
+    tmp_path: Path, dms_files: list[Path], counted_reads: list[str]
+) -> None:
+    state = tmp_path / "footers.json"
+    cache = FooterCache(state)
+    cache.union_schema("crm.customer", dms_files)
+    cache.save()
+    assert json.loads(state.read_text())["crm.customer"]["files"] == {
+        str(p): [p.stat().st_size, p.stat().st_mtime_ns] for p in dms_files
+    }
+    assert not [p for p in state.parent.iterdir() if p.name.startswith(".footers.json.")]  # no temp file left
+
+    counted_reads.clear()
+    again = FooterCache(state).union_schema("crm.customer", dms_files)
+    assert counted_reads == []
+    assert again == UnionSchema(EXPECTED_DMS_UNION, ())
+
+
+def test_cache_keeps_tables_apart(tmp_path: Path, dms_files: list[Path], counted_reads: list[str]) -> None:
+    other = write(tmp_path / "crm" / "order" / "LOAD00000001.parquet", pa.schema([("order_id", pa.int64())]))
+    cache = FooterCache(tmp_path / "footers.json")
+    cache.union_schema("crm.customer", dms_files)
+    assert cache.union_schema("crm.order", [other]).schema == pa.schema([("order_id", pa.int64())])
+    counted_reads.clear()
+    assert cache.union_schema("crm.customer", dms_files).schema == EXPECTED_DMS_UNION
+    assert counted_reads == []
+
+
+def test_cache_round_trips_types_exactly(tmp_path: Path, counted_reads: list[str]) -> None:
+    schema = pa.schema(
+        [
+            pa.field("amount", pa.decimal128(18, 4), metadata={b"comment": b"source precision"}),
+            ("big", pa.decimal256(50, 12)),
+            ("at_us", pa.timestamp("us")),
+            ("at_ms_utc", pa.timestamp("ms", tz="UTC")),
+            ("day", pa.date32()),
+            ("flag", pa.bool_()),
+            ("blob", pa.binary()),
+            ("uuid", pa.binary(16)),
+            ("u64", pa.uint64()),
+            ("tags", pa.list_(pa.string())),
+            ("attrs", pa.map_(pa.string(), pa.list_(pa.decimal128(9, 3)))),
+            ("address", pa.struct([("zip code", pa.int32()), ("geo", pa.struct([("lat", pa.float64())]))])),
+            ("nothing", pa.null()),
+        ]
+    )
+    file = write(tmp_path / "a.parquet", schema)
+    state = tmp_path / "footers.json"
+    cache = FooterCache(state)
+    fresh = cache.union_schema("t", [file])
+    cache.save()
+    counted_reads.clear()
+    cached = FooterCache(state).union_schema("t", [file])
+    assert counted_reads == []
+    # Equal types, nested field names and nullability (Arrow IPC does not keep the name of a map's
+    # entries struct, which the Parquet reader sets to the column name: it is no part of the type).
+    assert cached.schema == fresh.schema
+    assert [str(f.type) for f in cached.schema] == [
+        str(f.type).replace(" ('attrs')", "") for f in fresh.schema
+    ]
+    assert cached.schema.field("amount").type == pa.decimal128(18, 4)
+    assert cached.schema.field("amount").metadata == {b"comment": b"source precision"}
+    assert cached.schema.field("address").type.field("zip code").type == pa.int32()
+    assert cached.schema.field("at_ms_utc").type == pa.timestamp("ms", tz="UTC")
+
+
+def test_cache_rereads_changed_files_and_forgets_removed_ones(
+    tmp_path: Path, dms_files: list[Path], counted_reads: list[str]
+) -> None:
+    cache = FooterCache(tmp_path / "footers.json")
+    cache.union_schema("crm.customer", dms_files)
+    # Rewrite the last file with an extra column; keep a distinct mtime even on coarse clocks.
+    rewritten = write(
+        dms_files[2], pa.schema([("Op", pa.string()), ("id", pa.int32()), ("segment", pa.string())]), rows=5
+    )
+    stat = rewritten.stat()
+    os.utime(rewritten, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    counted_reads.clear()
+    union = cache.union_schema("crm.customer", dms_files[1:])
+    assert counted_reads == ["20261121-114512345.parquet"]
+    assert union.schema.names == [*EXPECTED_DMS_UNION.names, "segment"]  # columns are never dropped
+    cache.save()
+    assert set(json.loads((tmp_path / "footers.json").read_text())["crm.customer"]["files"]) == {
+        str(p) for p in dms_files[1:]
+    }
+
+
+def test_cache_remembers_conflicts(tmp_path: Path, counted_reads: list[str]) -> None:
+    good = write(tmp_path / "a.parquet", pa.schema([("zip", pa.int32())]))
+    bad = write(tmp_path / "b.parquet", pa.schema([("zip", pa.string())]))
+    state = tmp_path / "footers.json"
+    cache = FooterCache(state)
+    expected = UnionSchema(
+        pa.schema([("zip", pa.int32())]), (TypeConflict("zip", str(bad), "int", "string"),)
+    )
+    assert cache.union_schema("t", [good, bad]) == expected
+    cache.save()
+    counted_reads.clear()
+    reloaded = FooterCache(state)
+    assert reloaded.union_schema("t", [good, bad]) == expected  # not read again, still reported
+    assert counted_reads == []
+    # The bad file removed from the raw folder: its conflict goes with it.
+    assert reloaded.union_schema("t", [good]) == UnionSchema(pa.schema([("zip", pa.int32())]), ())
+
+
+def test_failed_read_leaves_the_cache_unchanged(tmp_path: Path, dms_files: list[Path]) -> None:
+    cache = FooterCache(tmp_path / "footers.json")
+    cache.union_schema("crm.customer", dms_files[:1])
+    broken = dms_files[0].parent / "20261121-999999999.parquet"
+    broken.write_bytes(b"garbage")
+    with pytest.raises(FooterReadError, match="20261121-999999999"):
+        cache.union_schema("crm.customer", [*dms_files, broken])
+    cache.save()
+    assert list(json.loads((tmp_path / "footers.json").read_text())["crm.customer"]["files"]) == [
+        str(dms_files[0])
+    ]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "{not json",
+        "[]",
+        '{"crm.customer": {"files": {}}}',
+        '{"crm.customer": {"files": {"x": [1]}, "columns": []}}',
+        '{"crm.customer": {"files": {}, "columns": [["id", "not base64!"]]}}',
+        '{"crm.customer": {"files": {}, "columns": [["id", "AAAA"]]}}',
+    ],
+    ids=["syntax", "list", "no-columns", "bad-signature", "bad-base64", "bad-ipc"],
+)
+def test_corrupt_state_starts_over(
+    tmp_path: Path,
+    dms_files: list[Path],
+    counted_reads: list[str],
+    caplog: pytest.LogCaptureFixture,
+    content: str,
+) -> None:
+    state = tmp_path / "footers.json"
+    state.write_text(content)
+    with caplog.at_level(logging.WARNING, logger=footers.__name__):
+        cache = FooterCache(state)
+    assert any(str(state) in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records)
+    assert cache.union_schema("crm.customer", dms_files) == UnionSchema(EXPECTED_DMS_UNION, ())
+    assert len(counted_reads) == 3
+    cache.save()
+    assert FooterCache(state).union_schema("crm.customer", dms_files).schema == EXPECTED_DMS_UNION
+
+
+def test_state_with_a_wrong_column_name_starts_over(tmp_path: Path, dms_files: list[Path]) -> None:
+    state = tmp_path / "footers.json"
+    cache = FooterCache(state)
+    cache.union_schema("crm.customer", dms_files)
+    cache.save()
+    data = json.loads(state.read_text())
+    data["crm.customer"]["columns"][0][0] = "renamed"
+    state.write_text(json.dumps(data))
+    assert FooterCache(state).union_schema("crm.customer", dms_files).schema == EXPECTED_DMS_UNION

@@ -1,0 +1,536 @@
+"""The schema-evolution plan: pure functions over Arrow schemas and DESCRIBE output, no Spark."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from python_hooks.schema_plan import (
+    METADATA_COLUMNS,
+    ColumnChange,
+    Plan,
+    Refusal,
+    SchemaShapeError,
+    UnsupportedTypeError,
+    business_schema,
+    compare_types,
+    is_metadata_column,
+    normalize_type,
+    plan_schema_changes,
+    quote_ident,
+    spark_type,
+)
+
+TABLE = "`spark_catalog`.`crm`.`customer`"
+CUSTOMER = [("id", "bigint"), ("name", "string"), ("country", "string"), ("_cdc_seq", "string")]
+
+
+def plan(current, *fields: tuple[str, pa.DataType], **kwargs) -> Plan:
+    return plan_schema_changes(TABLE, current, pa.schema(list(fields)), **kwargs)
+
+
+# ------------------------------------------------------------------------------------- quote_ident
+
+
+@pytest.mark.parametrize(
+    ("name", "quoted"),
+    [
+        ("id", "`id`"),
+        ("loyalty tier", "`loyalty tier`"),
+        ("select", "`select`"),
+        ("a.b", "`a.b`"),
+        ("we`ird", "`we``ird`"),
+        ("`", "````"),
+        ("x`; DROP TABLE t; --", "`x``; DROP TABLE t; --`"),
+        ("straße_größe", "`straße_größe`"),
+        ("客户", "`客户`"),
+    ],
+)
+def test_quote_ident(name: str, quoted: str) -> None:
+    assert quote_ident(name) == quoted
+
+
+def test_quote_ident_refuses_empty_name() -> None:
+    with pytest.raises(ValueError, match="empty"):
+        quote_ident("")
+
+
+# -------------------------------------------------------------------------------------- spark_type
+
+
+@pytest.mark.parametrize(
+    ("arrow_type", "expected"),
+    [
+        (pa.int8(), "tinyint"),
+        (pa.int16(), "smallint"),
+        (pa.int32(), "int"),
+        (pa.int64(), "bigint"),
+        (pa.uint8(), "smallint"),
+        (pa.uint16(), "int"),
+        (pa.uint32(), "bigint"),
+        (pa.uint64(), "decimal(20,0)"),
+        (pa.float16(), "float"),
+        (pa.float32(), "float"),
+        (pa.float64(), "double"),
+        (pa.decimal128(18, 4), "decimal(18,4)"),
+        (pa.decimal128(38, 0), "decimal(38,0)"),
+        (pa.decimal256(40, 10), "decimal(40,10)"),
+        (pa.string(), "string"),
+        (pa.large_string(), "string"),
+        (pa.dictionary(pa.int32(), pa.string()), "string"),
+        (pa.binary(), "binary"),
+        (pa.large_binary(), "binary"),
+        (pa.binary(16), "binary"),
+        (pa.bool_(), "boolean"),
+        (pa.date32(), "date"),
+        (pa.date64(), "date"),
+        (pa.timestamp("s"), "timestamp"),
+        (pa.timestamp("ms"), "timestamp"),
+        (pa.timestamp("us"), "timestamp"),
+        (pa.timestamp("ns", tz="UTC"), "timestamp"),
+        (pa.timestamp("us", tz="Europe/Paris"), "timestamp"),
+        (pa.list_(pa.int32()), "array<int>"),
+        (pa.large_list(pa.string()), "array<string>"),
+        (pa.map_(pa.string(), pa.decimal128(10, 2)), "map<string,decimal(10,2)>"),
+        (
+            pa.struct([("street", pa.string()), ("zip code", pa.int32()), ("tags", pa.list_(pa.string()))]),
+            "struct<`street`:string,`zip code`:int,`tags`:array<string>>",
+        ),
+        (pa.struct([("a`b", pa.bool_())]), "struct<`a``b`:boolean>"),
+        (
+            pa.list_(pa.struct([("k", pa.map_(pa.string(), pa.list_(pa.int64())))])),
+            "array<struct<`k`:map<string,array<bigint>>>>",
+        ),
+        (pa.null(), None),
+        (pa.list_(pa.null()), None),
+        (pa.struct([("a", pa.int32()), ("b", pa.null())]), None),
+    ],
+)
+def test_spark_type(arrow_type: pa.DataType, expected: str | None) -> None:
+    assert spark_type(arrow_type) == expected
+
+
+@pytest.mark.parametrize(
+    "arrow_type",
+    [
+        pa.time32("s"),
+        pa.time64("us"),
+        pa.duration("ms"),
+        pa.month_day_nano_interval(),
+        pa.dictionary(pa.int8(), pa.int64()),
+        pa.struct([]),
+        pa.list_(pa.time64("us")),
+    ],
+)
+def test_spark_type_refuses_types_spark_cannot_hold(arrow_type: pa.DataType) -> None:
+    with pytest.raises(UnsupportedTypeError) as error:
+        spark_type(arrow_type)
+    inner = arrow_type.value_type if pa.types.is_list(arrow_type) else arrow_type
+    assert str(inner) in str(error.value)
+
+
+# ---------------------------------------------------------------------------------- normalize_type
+
+
+@pytest.mark.parametrize(
+    ("text", "canonical"),
+    [
+        ("DECIMAL(18, 4)", "decimal(18,4)"),
+        ("decimal(18,4)", "decimal(18,4)"),
+        ("decimal", "decimal(10,0)"),
+        ("DECIMAL(12)", "decimal(12,0)"),
+        ("NUMERIC(9, 2)", "decimal(9,2)"),
+        ("INTEGER", "int"),
+        ("Int", "int"),
+        ("LONG", "bigint"),
+        ("short", "smallint"),
+        ("byte", "tinyint"),
+        ("real", "float"),
+        ("  string ", "string"),
+        ("timestamp_ntz", "timestamp_ntz"),
+        ("ARRAY< INTEGER >", "array<int>"),
+        ("map<STRING, array<LONG>>", "map<string,array<bigint>>"),
+        ("STRUCT<Street: STRING, `Zip Code`: INT>", "struct<street:string,zip code:int>"),
+        ("struct<zip code:int,a:struct<b:decimal(5, 1)>>", "struct<zip code:int,a:struct<b:decimal(5,1)>>"),
+        ("struct<`a``b`:boolean>", "struct<a`b:boolean>"),
+        ("struct<>", "struct<>"),
+    ],
+)
+def test_normalize_type(text: str, canonical: str) -> None:
+    assert normalize_type(text) == canonical
+
+
+def test_normalize_type_reads_what_spark_type_writes() -> None:
+    nested = pa.struct([("Loyalty Tier", pa.string()), ("pts", pa.map_(pa.string(), pa.decimal128(9, 3)))])
+    assert normalize_type(spark_type(nested)) == "struct<loyalty tier:string,pts:map<string,decimal(9,3)>>"
+
+
+def test_normalize_type_never_raises_on_text_it_cannot_parse() -> None:
+    # DESCRIBE may truncate a wide struct; the text is still normalized, not an error.
+    assert normalize_type("STRUCT<a: INT, ... 30 more fields>") == "struct<a:int,...30morefields>"
+
+
+# ----------------------------------------------------------------------------------- compare_types
+
+
+@pytest.mark.parametrize(
+    ("table_type", "incoming", "relation"),
+    [
+        ("int", "int", "same"),
+        ("INTEGER", "int", "same"),
+        ("int", "bigint", "promote"),
+        ("bigint", "int", "narrower"),
+        ("bigint", "smallint", "narrower"),
+        ("float", "double", "promote"),
+        ("double", "float", "narrower"),
+        ("decimal(10,2)", "decimal(12,2)", "promote"),
+        ("decimal(12,2)", "decimal(10,2)", "narrower"),
+        ("decimal(10,2)", "decimal(10,3)", "refuse"),
+        ("decimal(10,2)", "decimal(12,3)", "refuse"),
+        ("string", "int", "refuse"),
+        ("int", "string", "refuse"),
+        ("int", "double", "refuse"),
+        ("bigint", "decimal(20,0)", "refuse"),
+        ("timestamp", "date", "refuse"),
+        ("date", "timestamp", "refuse"),
+        ("timestamp_ntz", "timestamp", "same"),
+        ("struct<a:int>", "struct<`A`:int>", "same"),
+        ("struct<a:bigint>", "struct<`a`:int>", "narrower"),
+        ("struct<a:int>", "struct<`a`:bigint>", "refuse"),
+        ("struct<a:int>", "struct<`a`:int,`b`:string>", "refuse"),
+        ("struct<a:int,b:string>", "struct<`a`:int>", "refuse"),
+        ("array<int>", "array<bigint>", "refuse"),
+        ("array<bigint>", "array<int>", "narrower"),
+        ("array<int>", "int", "refuse"),
+        ("map<string,int>", "map<string,string>", "refuse"),
+    ],
+)
+def test_compare_types(table_type: str, incoming: str, relation: str) -> None:
+    assert compare_types(table_type, incoming).relation == relation
+
+
+# ---------------------------------------------------------------------------------------- metadata
+
+
+def test_metadata_columns() -> None:
+    assert {"op", "ar_h_change_seq", "__op", "__source_ts_ms", "__deleted"} <= METADATA_COLUMNS
+    for name in ["Op", "OP", "ar_h_change_seq", "AR_H_CHANGE_SEQ", "last_update_time", "LAST_UPDATE_TIME"]:
+        assert is_metadata_column(name), name
+    for name in ["__op", "__source_ts_ms", "__deleted", "__anything", "_cdc_seq", "_CDC_TS", "_cdc_new"]:
+        assert is_metadata_column(name), name
+    for name in ["id", "operator", "opt", "_cdc", "_id", "last_update_time2", "cdc_seq"]:
+        assert not is_metadata_column(name), name
+    assert is_metadata_column("last_updated_ts", "last_updated_ts")
+    assert not is_metadata_column("last_update_time", "last_updated_ts")
+    assert not is_metadata_column("last_update_time", None)
+
+
+# --------------------------------------------------------------------------------- business_schema
+
+
+def test_business_schema_dms() -> None:
+    raw = pa.schema(
+        [
+            ("Op", pa.string()),
+            ("id", pa.int64()),
+            ("Country", pa.string()),
+            ("last_update_time", pa.timestamp("us")),
+            ("AR_H_CHANGE_SEQ", pa.string()),
+            ("_cdc_source_file", pa.string()),
+            ("balance", pa.decimal128(18, 4)),
+        ]
+    )
+    assert business_schema(raw, "dms") == pa.schema(
+        [("id", pa.int64()), ("Country", pa.string()), ("balance", pa.decimal128(18, 4))]
+    )
+    custom = business_schema(raw, "dms", timestamp_column="last_updated_ts")
+    assert custom.names == ["id", "Country", "last_update_time", "balance"]
+
+
+def test_business_schema_debezium_flat() -> None:
+    raw = pa.schema(
+        [
+            ("id", pa.int32()),
+            ("email", pa.string()),
+            ("last_update_time", pa.timestamp("ms")),
+            ("__op", pa.string()),
+            ("__source_ts_ms", pa.int64()),
+            ("__deleted", pa.string()),
+        ]
+    )
+    assert business_schema(raw, "debezium_flat") == pa.schema(
+        [("id", pa.int32()), ("email", pa.string()), ("last_update_time", pa.timestamp("ms"))]
+    )
+
+
+def test_business_schema_debezium_envelope() -> None:
+    after = pa.struct([("id", pa.int32()), ("name", pa.string()), ("score", pa.float64())])
+    before = pa.struct([("ID", pa.int32()), ("name", pa.string()), ("legacy_code", pa.string())])
+    source = pa.struct(
+        [("ts_ms", pa.int64()), ("db", pa.string()), ("file", pa.string()), ("pos", pa.int64())]
+    )
+    raw = pa.schema(
+        [
+            ("before", before),
+            ("after", after),
+            ("source", source),
+            ("op", pa.string()),
+            ("ts_ms", pa.int64()),
+            ("transaction", pa.struct([("id", pa.string())])),
+        ]
+    )
+    assert business_schema(raw, "debezium_envelope") == pa.schema(
+        [("id", pa.int32()), ("name", pa.string()), ("score", pa.float64()), ("legacy_code", pa.string())]
+    )
+
+
+def test_business_schema_debezium_envelope_with_null_before_image() -> None:
+    raw = pa.schema([("before", pa.null()), ("after", pa.struct([("id", pa.int64())])), ("op", pa.string())])
+    assert business_schema(raw, "debezium_envelope") == pa.schema([("id", pa.int64())])
+
+
+def test_business_schema_rejects_unknown_shapes() -> None:
+    with pytest.raises(SchemaShapeError, match="after"):
+        business_schema(pa.schema([("op", pa.string()), ("after", pa.string())]), "debezium_envelope")
+    with pytest.raises(SchemaShapeError, match="after"):
+        business_schema(pa.schema([("id", pa.int64()), ("__op", pa.string())]), "debezium_envelope")
+    with pytest.raises(ValueError, match="kafka"):
+        business_schema(pa.schema([("id", pa.int32())]), "kafka")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------ plan_schema_changes
+
+
+def test_table_not_created_yet_needs_no_plan() -> None:
+    result = plan(None, ("id", pa.int64()), ("name", pa.string()))
+    assert result == Plan(TABLE, (), (), ())
+    assert result.ok
+    assert result.changes == ()
+
+
+def test_table_without_columns_gets_every_business_column() -> None:
+    result = plan([], ("Op", pa.string()), ("id", pa.int64()), ("name", pa.string()))
+    assert result.adds == (
+        ColumnChange(TABLE, "id", "add_column", None, "bigint"),
+        ColumnChange(TABLE, "name", "add_column", None, "string"),
+    )
+    assert result.promotions == ()
+    assert result.ok
+
+
+def test_new_columns_added_with_exact_types_in_incoming_order() -> None:
+    address = pa.struct([("street", pa.string()), ("zip", pa.int32())])
+    result = plan(
+        CUSTOMER,
+        ("balance", pa.decimal128(18, 4)),
+        ("id", pa.int64()),
+        ("birth_date", pa.date32()),
+        ("signed_up_at", pa.timestamp("us", tz="UTC")),
+        ("active", pa.bool_()),
+        ("photo", pa.binary()),
+        ("address", address),
+        ("tags", pa.list_(pa.string())),
+        ("attributes", pa.map_(pa.string(), pa.int64())),
+    )
+    assert [(c.column, c.new_type) for c in result.adds] == [
+        ("balance", "decimal(18,4)"),
+        ("birth_date", "date"),
+        ("signed_up_at", "timestamp"),
+        ("active", "boolean"),
+        ("photo", "binary"),
+        ("address", "struct<`street`:string,`zip`:int>"),
+        ("tags", "array<string>"),
+        ("attributes", "map<string,bigint>"),
+    ]
+    assert all(c.action == "add_column" and c.old_type is None and c.table == TABLE for c in result.adds)
+    assert result.adds[0].sql() == f"ALTER TABLE {TABLE} ADD COLUMN `balance` decimal(18,4)"
+    assert result.adds[5].sql() == (
+        f"ALTER TABLE {TABLE} ADD COLUMN `address` struct<`street`:string,`zip`:int>"
+    )
+    assert result.promotions == () and result.refusals == ()
+
+
+def test_names_match_case_insensitively() -> None:
+    result = plan(CUSTOMER, ("ID", pa.int64()), ("COUNTRY", pa.string()), ("Name", pa.string()))
+    assert result.changes == ()
+    assert result.ok
+
+
+def test_several_spellings_of_one_new_column_count_once() -> None:
+    result = plan(CUSTOMER, ("Tier", pa.string()), ("TIER", pa.string()), ("tier", pa.null()))
+    assert result.adds == (ColumnChange(TABLE, "Tier", "add_column", None, "string"),)
+    assert result.ok
+
+
+def test_spellings_with_clashing_types_are_refused() -> None:
+    result = plan(CUSTOMER, ("tier", pa.string()), ("TIER", pa.int32()))
+    assert result.refusals[0].column == "tier"
+    assert (result.refusals[0].old_type, result.refusals[0].new_type) == ("string", "int")
+    assert "'TIER'" in result.refusals[0].reason
+
+
+def test_spellings_widen_to_the_wider_type() -> None:
+    result = plan([("id", "bigint")], ("qty", pa.int32()), ("QTY", pa.int64()))
+    assert result.adds == (ColumnChange(TABLE, "qty", "add_column", None, "bigint"),)
+
+
+def test_null_typed_columns_are_skipped() -> None:
+    result = plan(CUSTOMER, ("nickname", pa.null()), ("tags", pa.list_(pa.null())), ("tier", pa.string()))
+    assert [c.column for c in result.adds] == ["tier"]
+
+
+def test_metadata_columns_are_never_added() -> None:
+    result = plan(
+        CUSTOMER,
+        ("Op", pa.string()),
+        ("AR_H_CHANGE_SEQ", pa.string()),
+        ("last_update_time", pa.timestamp("us")),
+        ("__op", pa.string()),
+        ("__source_ts_ms", pa.int64()),
+        ("__deleted", pa.string()),
+        ("_cdc_seq", pa.int64()),  # also not compared: the table's _cdc_seq is a string
+        ("_cdc_op", pa.string()),
+        ("loyalty", pa.string()),
+    )
+    assert [c.column for c in result.adds] == ["loyalty"]
+    assert result.ok
+
+
+def test_other_timestamp_column_name() -> None:
+    result = plan(CUSTOMER, ("last_updated_ts", pa.timestamp("us")), timestamp_column="last_updated_ts")
+    assert result.changes == ()
+    result = plan(CUSTOMER, ("last_update_time", pa.timestamp("us")), timestamp_column=None)
+    assert [c.column for c in result.adds] == ["last_update_time"]
+
+
+def test_int_to_bigint_is_promoted() -> None:
+    result = plan([("id", "int"), ("qty", "INT")], ("id", pa.int32()), ("QTY", pa.int64()))
+    assert result.promotions == (ColumnChange(TABLE, "qty", "promote_type", "int", "bigint"),)
+    assert result.promotions[0].sql() == f"ALTER TABLE {TABLE} ALTER COLUMN `qty` TYPE bigint"
+    assert result.adds == () and result.ok
+    assert result.changes == result.promotions
+
+
+def test_float_to_double_is_promoted() -> None:
+    result = plan([("score", "float")], ("score", pa.float64()))
+    assert result.promotions == (ColumnChange(TABLE, "score", "promote_type", "float", "double"),)
+
+
+def test_decimal_precision_is_promoted() -> None:
+    result = plan([("amount", "decimal(10,2)")], ("amount", pa.decimal128(12, 2)))
+    assert result.promotions == (
+        ColumnChange(TABLE, "amount", "promote_type", "decimal(10,2)", "decimal(12,2)"),
+    )
+    assert result.promotions[0].sql() == f"ALTER TABLE {TABLE} ALTER COLUMN `amount` TYPE decimal(12,2)"
+
+
+@pytest.mark.parametrize(
+    ("table_type", "arrow_type"),
+    [
+        ("bigint", pa.int32()),
+        ("bigint", pa.int16()),
+        ("decimal(12,2)", pa.decimal128(10, 2)),
+        ("DECIMAL(12, 2)", pa.decimal128(12, 2)),
+        ("double", pa.float32()),
+        ("timestamp_ntz", pa.timestamp("us")),
+        ("timestamp", pa.timestamp("ms", tz="UTC")),
+        ("struct<street:string,zip:bigint>", pa.struct([("Street", pa.string()), ("zip", pa.int32())])),
+    ],
+)
+def test_narrower_incoming_type_needs_nothing(table_type: str, arrow_type: pa.DataType) -> None:
+    result = plan([("c", table_type)], ("c", arrow_type))
+    assert result == Plan(TABLE, (), (), ())
+
+
+def test_string_to_int_is_refused_with_a_useful_message() -> None:
+    result = plan(CUSTOMER, ("country", pa.int32()), ("tier", pa.string()))
+    assert not result.ok
+    assert [c.column for c in result.adds] == ["tier"]  # the rest of the plan is still computed
+    (refusal,) = result.refusals
+    assert (refusal.table, refusal.column, refusal.old_type, refusal.new_type) == (
+        TABLE,
+        "country",
+        "string",
+        "int",
+    )
+    message = refusal.message()
+    for part in [TABLE, "`country`", "string", "int", "new column", "staging model"]:
+        assert part in message, part
+    assert "dbt run --full-refresh --select customer" in message
+
+
+@pytest.mark.parametrize(
+    ("table_type", "arrow_type", "new_type"),
+    [
+        ("int", pa.string(), "string"),
+        ("bigint", pa.float64(), "double"),
+        ("decimal(10,2)", pa.decimal128(10, 3), "decimal(10,3)"),
+        ("decimal(10,2)", pa.decimal128(14, 4), "decimal(14,4)"),
+        ("timestamp", pa.date32(), "date"),
+        ("bigint", pa.uint64(), "decimal(20,0)"),
+        ("struct<a:int>", pa.struct([("a", pa.int32()), ("b", pa.string())]), "struct<a:int,b:string>"),
+        ("struct<a:int>", pa.struct([("a", pa.int64())]), "struct<a:bigint>"),
+        ("array<int>", pa.int32(), "int"),
+    ],
+)
+def test_other_type_changes_are_refused(table_type: str, arrow_type: pa.DataType, new_type: str) -> None:
+    result = plan([("c", table_type)], ("c", arrow_type))
+    assert result.changes == ()
+    assert [(r.column, r.old_type, r.new_type) for r in result.refusals] == [
+        ("c", normalize_type(table_type), new_type)
+    ]
+    assert result.refusals[0].reason
+
+
+def test_decimal_scale_change_names_the_scale() -> None:
+    (refusal,) = plan([("amount", "decimal(10,2)")], ("amount", pa.decimal128(12, 3))).refusals
+    assert "scale" in refusal.reason
+    assert "decimal(10,2)" in refusal.message() and "decimal(12,3)" in refusal.message()
+
+
+def test_unsupported_incoming_type_is_a_refusal() -> None:
+    result = plan(CUSTOMER, ("opens_at", pa.time64("us")), ("tier", pa.string()))
+    (refusal,) = result.refusals
+    assert (refusal.column, refusal.old_type, refusal.new_type) == ("opens_at", None, "time64[us]")
+    assert "opens_at" in refusal.message() and "time64[us]" in refusal.message()
+    assert [c.column for c in result.adds] == ["tier"]
+
+
+def test_columns_missing_from_the_files_are_kept() -> None:
+    result = plan(CUSTOMER, ("id", pa.int64()))
+    assert result == Plan(TABLE, (), (), ())
+
+
+@pytest.mark.parametrize(
+    ("name", "sql"),
+    [
+        ("loyalty tier", f"ALTER TABLE {TABLE} ADD COLUMN `loyalty tier` string"),
+        ("select", f"ALTER TABLE {TABLE} ADD COLUMN `select` string"),
+        ("we`ird", f"ALTER TABLE {TABLE} ADD COLUMN `we``ird` string"),
+        ("x` string, y int; --", f"ALTER TABLE {TABLE} ADD COLUMN `x`` string, y int; --` string"),
+        ("größe_客户", f"ALTER TABLE {TABLE} ADD COLUMN `größe_客户` string"),
+    ],
+)
+def test_hostile_names_are_quoted(name: str, sql: str) -> None:
+    (add,) = plan(CUSTOMER, (name, pa.string())).adds
+    assert add.column == name
+    assert add.sql() == sql
+
+
+def test_hostile_name_in_a_promotion() -> None:
+    result = plan([("Loyalty `Points`", "int")], ("loyalty `points`", pa.int64()))
+    assert result.promotions[0].sql() == f"ALTER TABLE {TABLE} ALTER COLUMN `Loyalty ``Points``` TYPE bigint"
+
+
+def test_refusal_message_names_the_model_of_a_quoted_table() -> None:
+    refusal = Refusal("`cat`.`crm`.`stg.odd``name`", "c", "int", "string", "nope")
+    assert "`dbt run --full-refresh --select stg.odd`name`" in refusal.message()
+    assert (
+        "`dbt run --full-refresh --select customer`"
+        in Refusal("crm.customer", "c", "int", "s", "x").message()
+    )
+
+
+def test_column_change_rejects_unknown_action() -> None:
+    with pytest.raises(ValueError, match="drop_column"):
+        ColumnChange(TABLE, "c", "drop_column", None, "int")  # type: ignore[arg-type]
