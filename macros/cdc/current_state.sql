@@ -33,10 +33,22 @@ where false
     {%- else %}
 select
     *,
+    cast(null as bigint) as _cdc_row_hash,
     {{ cdc_run_timestamp() }} as _cdc_applied_at
 from {{ events }}
     {%- endif %}
 {% endmacro %}
+
+
+{% macro cdc_row_hash(columns) -%}
+    {#- A fingerprint of a row's business columns (xxhash64 skips nulls, so a column added later
+        and still null leaves it unchanged): tells a re-delivered event from a new one. -#}
+    {%- set business = [] -%}
+    {%- for column in columns if not column.startswith('_cdc_') -%}
+        {%- do business.append(cdc_quote(column)) -%}
+    {%- endfor -%}
+    {{ return('xxhash64(' ~ (business | join(', ')) ~ ')') }}
+{%- endmacro %}
 
 
 {% macro cdc_run_timestamp() -%}
@@ -76,6 +88,7 @@ from {{ events }}
 {% macro cdc_stage_batch(target, events, full_build) %}
     {#- Pins this run's batch: the raw files not applied yet (all files on a full build), by name,
         so that every later step reads the same files even while new ones land. -#}
+    {%- do cdc_drop_batch_views(target) -%}  {#- left over by a failed run in this session -#}
     {%- set applied = [] if full_build else cdc_applied_files(target) -%}
     {%- set pending_sql -%}
         select _cdc_source_file, count(*) as change_events
@@ -106,7 +119,8 @@ from {{ events }}
 
     {%- set events_view = cdc_batch_view(target, 'events') -%}
     {%- do run_query(
-        'create or replace temporary view ' ~ events_view ~ ' as select * from ' ~ events
+        'create or replace temporary view ' ~ events_view
+        ~ ' as select *, ' ~ cdc_row_hash(cdc_column_names(events)) ~ ' as _cdc_row_hash from ' ~ events
         ~ (' where _cdc_source_file in (' ~ cdc_sql_string_list(files) ~ ')' if files else ' where false')
     ) -%}
     {{ return({'files': files, 'events_view': events_view, 'files_view': files_view}) }}
@@ -139,10 +153,10 @@ from {{ events }}
 
 
 {% macro cdc_drop_batch_views(target) %}
-    {%- for suffix in ['changes', 'batch_events'] -%}
+    {%- for suffix in ['effective', 'changes', 'batch_events'] -%}
         {%- do run_query('uncache table if exists ' ~ cdc_batch_view(target, suffix)) -%}
     {%- endfor -%}
-    {%- for suffix in ['changes', 'batch_events', 'events', 'batch_files'] -%}
+    {%- for suffix in ['effective', 'changes', 'batch_events', 'events', 'batch_files'] -%}
         {%- do run_query('drop view if exists ' ~ cdc_batch_view(target, suffix)) -%}
     {%- endfor -%}
 {% endmacro %}

@@ -44,7 +44,12 @@
 {% macro cdc_landing_columns(folder) -%}
     {#- Union schema of every Parquet file in the folder (spark.sql.parquet.mergeSchema=true):
         a list of {name, data_type}. Footers only. -#}
-    {%- set result = run_query('describe query select * from parquet.' ~ cdc_quote(folder)) -%}
+    {{ return(cdc_landing_columns_of('select * from parquet.' ~ cdc_quote(folder))) }}
+{%- endmacro %}
+
+
+{% macro cdc_landing_columns_of(query) -%}
+    {%- set result = run_query('describe query ' ~ query) -%}
     {%- set columns = [] -%}
     {%- for row in result.rows -%}
         {%- if row[0] and not row[0].startswith('#') -%}

@@ -6,6 +6,11 @@
         re-delivered change (equal, not newer) changes nothing;
       - I/U upsert, D deletes; a delete leaves a tombstone (cdc_tombstones) so that a late older
         change cannot re-insert a deleted key;
+      - T (a Debezium truncate, no key) deletes every row older than it and leaves a table-wide
+        tombstone (key_json '*'), so older changes that arrive later are ignored too;
+      - a re-delivered event with the same commit time and the same content as the row is the
+        same event: it changes nothing, even when its position differs (flattened Debezium);
+        only changes that change something reach the MERGE, and none means no commit;
       - a batch with a null key, timestamp, sequence or an unknown operation is refused whole,
         before anything is written, with the file and the column named. -#}
 
@@ -23,12 +28,7 @@
 
 
 {% macro cdc_column_names(relation) -%}
-    {%- set result = run_query('describe query select * from ' ~ relation) -%}
-    {%- set names = [] -%}
-    {%- for row in result.rows if row[0] and not row[0].startswith('#') -%}
-        {%- do names.append(row[0]) -%}
-    {%- endfor -%}
-    {{ return(names) }}
+    {{ return(cdc_landing_columns_of('select * from ' ~ relation) | map(attribute='name') | list) }}
 {%- endmacro %}
 
 
@@ -43,14 +43,17 @@
     {%- set keys = cdc_key_columns(unique_key, target) -%}
     {%- set batch_events = cdc_batch_view(target, 'batch_events') -%}
     {%- set changes = cdc_batch_view(target, 'changes') -%}
+    {%- set effective = cdc_batch_view(target, 'effective') -%}
+    {%- set tombstone_table = cdc_meta_relation('cdc_tombstones') -%}
     {%- set model_name = cdc_sql_string(target.identifier) -%}
+    {%- set noop = "select 'no change to apply' as cdc_merge" -%}
 
     {#- 0. No new file: no commit at all, so a rerun leaves every snapshot as it was. -#}
     {%- set pending = run_query(
         'select count(*) from ' ~ cdc_batch_view(target, 'batch_files') ~ ' where file_name is not null'
     ).columns[0].values()[0] -%}
     {%- if pending == 0 -%}
-        {{ return("select 'no new change files' as cdc_merge") }}
+        {{ return(noop) }}
     {%- endif -%}
 
     {#- 1. Read the pinned batch once. -#}
@@ -59,7 +62,10 @@
     {#- 2. Refuse bad input before writing anything. -#}
     {%- do cdc_validate_batch(target, batch_events, keys) -%}
 
-    {#- 3. Last change per key, minus changes older than the key's tombstone. -#}
+    {#- 3. Last change per key, minus changes older than the key's tombstone or a truncate. -#}
+    {%- set key_list -%}
+        {% for key in keys %}{{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %}
+    {%- endset -%}
     {%- set key_json -%}
         to_json(named_struct({% for key in keys %}{{ cdc_sql_string(key) }}, {{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %}))
     {%- endset -%}
@@ -77,11 +83,11 @@
             select
                 events.*,
                 row_number() over (
-                    partition by {% for key in keys %}events.{{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %}
+                    partition by {{ key_list }}
                     order by events._cdc_ts desc, events._cdc_seq desc, events._cdc_source_file desc
                 ) as _cdc_change_rank
-
             from events
+            where events._cdc_op <> 'T'
 
         ),
 
@@ -100,36 +106,94 @@
             select
                 key_json,
                 max(struct(_cdc_ts, _cdc_seq)) as newest
-            from {{ cdc_meta_relation('cdc_tombstones') }}
+            from {{ tombstone_table }}
             where model_name = {{ model_name }}
             group by key_json
+
+        ),
+
+        truncated as (
+
+            select max(struct(_cdc_ts, _cdc_seq)) as newest
+            from (
+                select _cdc_ts, _cdc_seq from events where _cdc_op = 'T'
+                union all
+                select _cdc_ts, _cdc_seq from {{ tombstone_table }}
+                where model_name = {{ model_name }} and key_json = '*'
+            )
 
         )
 
         select latest.*
         from latest
+        cross join truncated
         left join tombstones
             on latest._cdc_key_json = tombstones.key_json
         where
-            tombstones.key_json is null
-            or latest._cdc_op = 'D'
-            or {{ cdc_is_newer('latest', 'tombstones.newest') }}
+            (truncated.newest is null or {{ cdc_is_newer('latest', 'truncated.newest') }})
+            and (
+                tombstones.key_json is null
+                or latest._cdc_op = 'D'
+                or {{ cdc_is_newer('latest', 'tombstones.newest') }}
+            )
     {%- endset -%}
     {%- do run_query('cache table ' ~ changes ~ ' as ' ~ changes_sql) -%}
 
-    {#- 4. Tombstones first: if the MERGE then fails, a rerun re-applies the same deletes. -#}
-    {%- set deletes = run_query("select count(*) from " ~ changes ~ " where _cdc_op = 'D'").columns[0].values()[0] -%}
-    {%- if deletes > 0 -%}
+    {#- 4. Tombstones before the target: if the MERGE then fails, a rerun re-applies the same
+           deletes (equal is not newer for the tombstone guard, and deletes always pass it). -#}
+    {%- if run_query("select count(*) from " ~ changes ~ " where _cdc_op = 'D'").columns[0].values()[0] > 0 -%}
         {%- do run_query(
-            'insert into ' ~ cdc_meta_relation('cdc_tombstones')
+            'insert into ' ~ tombstone_table
             ~ ' select ' ~ model_name ~ ', _cdc_key_json, _cdc_ts, _cdc_seq, _cdc_source_file, current_timestamp()'
             ~ " from " ~ changes ~ " where _cdc_op = 'D'"
         ) -%}
     {%- endif -%}
 
-    {#- 5. One MERGE: columns from the target, values from the batch (null for a column the
-           source no longer sends). -#}
-    {%- set source_columns = cdc_column_names(changes) | map('lower') | list -%}
+    {#- 4b. A truncate: a table-wide tombstone, then every row older than it goes. -#}
+    {%- set truncate = run_query(
+        "select _cdc_ts, _cdc_seq from " ~ batch_events ~ " where _cdc_op = 'T'"
+        ~ " order by _cdc_ts desc, _cdc_seq desc limit 1"
+    ) -%}
+    {%- if truncate.rows | length > 0 -%}
+        {%- set truncate_ts = "cast('" ~ truncate.rows[0][0].strftime('%Y-%m-%d %H:%M:%S.%f') ~ "' as timestamp)" -%}
+        {%- set truncate_seq = cdc_sql_string(truncate.rows[0][1]) -%}
+        {%- do run_query(
+            'insert into ' ~ tombstone_table ~ ' select ' ~ model_name ~ ", '*', "
+            ~ truncate_ts ~ ', ' ~ truncate_seq ~ ", 'truncate', current_timestamp()"
+        ) -%}
+        {%- do run_query(
+            'delete from ' ~ target ~ ' where _cdc_ts < ' ~ truncate_ts
+            ~ ' or (_cdc_ts = ' ~ truncate_ts ~ ' and _cdc_seq <= ' ~ truncate_seq ~ ')'
+        ) -%}
+    {%- endif -%}
+
+    {#- 5. Only the changes that change something: newer than the row they touch, and not the same
+           event again (same commit time and same content: a re-delivery with a new position).
+           An Iceberg MERGE commits even when no row changes, so an empty set skips it. -#}
+    {%- set effective_sql -%}
+        select changes.*
+        from {{ changes }} as changes
+        left join (select {{ key_list }}, _cdc_op, _cdc_ts, _cdc_seq, _cdc_row_hash from {{ target }}) as current_rows
+            on {% for key in keys %}changes.{{ cdc_quote(key) }} = current_rows.{{ cdc_quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
+        where
+            case
+                when current_rows._cdc_ts is null then changes._cdc_op <> 'D'
+                else {{ cdc_is_newer('changes', 'current_rows') }}
+                    and not (
+                        changes._cdc_op = current_rows._cdc_op
+                        and changes._cdc_ts = current_rows._cdc_ts
+                        and changes._cdc_row_hash = current_rows._cdc_row_hash
+                    )
+            end
+    {%- endset -%}
+    {%- do run_query('cache table ' ~ effective ~ ' as ' ~ effective_sql) -%}
+    {%- if run_query('select count(*) from ' ~ effective).columns[0].values()[0] == 0 -%}
+        {{ return(noop) }}
+    {%- endif -%}
+
+    {#- 6. One MERGE: columns from the target, values from the batch (null for a column the
+           source no longer sends). The guards repeat step 5: the MERGE is safe on its own. -#}
+    {%- set source_columns = cdc_column_names(effective) | map('lower') | list -%}
     {%- set values = [] -%}
     {%- set target_columns = cdc_column_names(target) -%}
     {%- for column in target_columns -%}
@@ -143,7 +207,7 @@
     {%- endfor %}
 
 merge into {{ target }} as t
-using {{ changes }} as s
+using {{ effective }} as s
 on {% for key in keys %}t.{{ cdc_quote(key) }} = s.{{ cdc_quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
 when matched and s._cdc_op = 'D' and {{ cdc_is_newer('s', 't') }} then delete
 when matched and s._cdc_op <> 'D' and {{ cdc_is_newer('s', 't') }} then update set
@@ -165,11 +229,11 @@ when not matched and s._cdc_op <> 'D' then insert (
 {% macro cdc_validate_batch(target, batch_events, keys) %}
     {%- set checks = [] -%}
     {%- for key in keys -%}
-        {%- do checks.append(("count_if(" ~ cdc_quote(key) ~ " is null)", "null key column " ~ key)) -%}
+        {%- do checks.append(("count_if(_cdc_op <> 'T' and " ~ cdc_quote(key) ~ " is null)", "null key column " ~ key)) -%}
     {%- endfor -%}
     {%- do checks.append(("count_if(_cdc_ts is null)", "null commit timestamp (_cdc_ts: the producer's timestamp column)")) -%}
     {%- do checks.append(("count_if(_cdc_seq is null)", "null change sequence (_cdc_seq)")) -%}
-    {%- do checks.append(("count_if(_cdc_op is null or _cdc_op not in ('I', 'U', 'D'))", "unknown operation (_cdc_op: the producer's Op column)")) -%}
+    {%- do checks.append(("count_if(_cdc_op is null or _cdc_op not in ('I', 'U', 'D', 'T'))", "unknown operation (_cdc_op: the producer's operation column, Op or op)")) -%}
     {%- set sql -%}
         select * from (
             select

@@ -114,3 +114,26 @@ def snapshot_ids(spark, relation: str) -> list[int]:
 
 
 Check = Callable[..., None]
+
+
+def record_stages(dbt, spark, landing: Path, schema: str, write_stage, stages: int, actual, expected,
+                  select: Sequence[str] = ()) -> dict:
+    """Land each stage, run dbt, and record {stage: {success, actual, expected}} per table.
+
+    `actual(spark, schema)` and `expected(landing)` return {table: {key: row}}."""
+    recorded = {}
+    for stage in range(1, stages + 1):
+        write_stage(landing, stage)
+        result = dbt("run", *select, landing=landing, schema=schema)
+        recorded[stage] = {
+            "success": result.success,
+            "actual": actual(spark, schema) if result.success else None,
+            "expected": expected(landing),
+        }
+    return recorded
+
+
+def assert_stage(recorded: dict, stage: int) -> None:
+    assert recorded[stage]["success"], f"dbt run failed at stage {stage}"
+    for table, expected in recorded[stage]["expected"].items():
+        assert_same_table(recorded[stage]["actual"][table], expected, f"stage {stage} {table}")

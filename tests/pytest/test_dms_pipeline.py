@@ -11,12 +11,14 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import assert_same_table, snapshot_ids, table_rows
+from conftest import assert_same_table, assert_stage, record_stages, snapshot_ids, table_rows
 from replay_dms import replay
 
 from sample_data import dms
 
 KEY = ["customer_id"]
+# Only the CRM models: the other sources are empty here and would only cost time.
+SELECT = ("--select", "staging.crm", "current_state.crm")
 
 
 def current(schema: str, table: str) -> str:
@@ -37,29 +39,27 @@ def assert_matches_replay(spark, schema: str, landing: Path, label: str) -> None
         assert_same_table(actual_state(spark, schema, table), expected_state(landing, table), f"{label} {table}")
 
 
+def all_actual(spark, schema: str) -> dict:
+    return {t: actual_state(spark, schema, t) for t in dms.TABLES}
+
+
+def all_expected(landing: Path) -> dict:
+    return {t: expected_state(landing, t) for t in dms.TABLES}
+
+
 @pytest.fixture(scope="module")
 def lake(dbt, spark, tmp_path_factory):
     """All DMS stages landed one by one, with a dbt run after each; per-stage results recorded."""
     landing = tmp_path_factory.mktemp("dms_landing")
     schema = "dms_lake"
-    stages = {}
-    for stage in range(1, dms.STAGES + 1):
-        dms.write_stage(landing, stage)
-        result = dbt("run", landing=landing, schema=schema)
-        stages[stage] = {
-            "success": result.success,
-            "actual": {t: actual_state(spark, schema, t) if result.success else None for t in dms.TABLES},
-            "expected": {t: expected_state(landing, t) for t in dms.TABLES},
-        }
+    stages = record_stages(dbt, spark, landing, schema, dms.write_stage, dms.STAGES, all_actual, all_expected,
+                           select=SELECT)
     return {"landing": landing, "schema": schema, "stages": stages}
 
 
 @pytest.mark.parametrize("stage", range(1, dms.STAGES + 1))
 def test_each_stage_equals_replay(lake, stage):
-    recorded = lake["stages"][stage]
-    assert recorded["success"], f"dbt run failed at stage {stage}"
-    for table in dms.TABLES:
-        assert_same_table(recorded["actual"][table], recorded["expected"][table], f"stage {stage} {table}")
+    assert_stage(lake["stages"], stage)
 
 
 def test_hard_cases_by_value(lake, spark):
@@ -76,7 +76,7 @@ def test_hard_cases_by_value(lake, spark):
 
 
 def test_data_tests_pass(lake, dbt):
-    result = dbt("test", landing=lake["landing"], schema=lake["schema"])
+    result = dbt("test", *SELECT, landing=lake["landing"], schema=lake["schema"])
     assert result.success
 
 
@@ -84,7 +84,7 @@ def test_rerun_without_new_files_commits_nothing(lake, dbt, spark):
     schema = lake["schema"]
     before = {t: snapshot_ids(spark, current(schema, t)) for t in dms.TABLES}
     ledger_before = spark.table(f"{schema}_cdc_meta.cdc_file_ledger").count()
-    assert dbt("run", landing=lake["landing"], schema=schema).success
+    assert dbt("run", *SELECT, landing=lake["landing"], schema=schema).success
     assert {t: snapshot_ids(spark, current(schema, t)) for t in dms.TABLES} == before
     assert spark.table(f"{schema}_cdc_meta.cdc_file_ledger").count() == ledger_before
     assert_matches_replay(spark, schema, lake["landing"], "rerun")
@@ -98,14 +98,14 @@ def test_redelivered_file_changes_nothing(lake, dbt, spark):
     shutil.copy(folder / "20261102-091500000.parquet", folder / "20261105-000000000.parquet")
     shutil.copy(folder / "20261102-093000000.parquet", folder / "20261102-093000000.parquet.tmp")
     (folder / "20261102-093000000.parquet.tmp").replace(folder / "20261102-093000000.parquet")
-    assert dbt("run", landing=landing, schema=schema).success
+    assert dbt("run", *SELECT, landing=landing, schema=schema).success
     assert actual_state(spark, schema, "customer_master") == before
     assert_matches_replay(spark, schema, landing, "re-delivery")
 
 
 def test_full_refresh_rebuilds_the_same_state(lake, dbt, spark):
     schema, landing = lake["schema"], lake["landing"]
-    assert dbt("run", "--full-refresh", landing=landing, schema=schema).success
+    assert dbt("run", "--full-refresh", *SELECT, landing=landing, schema=schema).success
     assert_matches_replay(spark, schema, landing, "full refresh")
     files = {r[0] for r in spark.sql(
         f"select file_name from {schema}_cdc_meta.cdc_file_ledger where model_name = 'crm__customer_master'"
@@ -113,12 +113,12 @@ def test_full_refresh_rebuilds_the_same_state(lake, dbt, spark):
     assert files == {p.name for p in (landing / "dms" / "crm" / "customer_master").glob("*.parquet")}
     # the next run after a rebuild reads nothing again
     before = snapshot_ids(spark, current(schema, "customer_master"))
-    assert dbt("run", landing=landing, schema=schema).success
+    assert dbt("run", *SELECT, landing=landing, schema=schema).success
     assert snapshot_ids(spark, current(schema, "customer_master")) == before
 
 
 def test_empty_landing_builds_empty_tables(dbt, spark, schema, tmp_path):
-    assert dbt("run", landing=tmp_path, schema=schema).success
+    assert dbt("run", *SELECT, landing=tmp_path, schema=schema).success
     for table in dms.TABLES:
         assert spark.table(current(schema, table)).count() == 0
         names = [f.name for f in spark.table(current(schema, table)).schema.fields]
@@ -135,7 +135,7 @@ def test_one_table_folder_alone_run_after_run(dbt, spark, schema, tmp_path):
         for path in dms.write_stage(full, stage):
             if path.parent.name == "customer_master":
                 shutil.copy(path, target / path.name)
-                assert dbt("run", landing=only, schema=schema).success
+                assert dbt("run", *SELECT, landing=only, schema=schema).success
                 assert_same_table(actual_state(spark, schema, "customer_master"),
                                   replay(target, KEY), f"after {path.name}")
     assert spark.table(current(schema, "customer_address")).count() == 0
@@ -144,7 +144,7 @@ def test_one_table_folder_alone_run_after_run(dbt, spark, schema, tmp_path):
 def test_bad_file_is_refused_and_nothing_is_damaged(dbt, spark, schema, tmp_path):
     for stage in (1, 2):
         dms.write_stage(tmp_path, stage)
-    assert dbt("run", landing=tmp_path, schema=schema).success
+    assert dbt("run", *SELECT, landing=tmp_path, schema=schema).success
     address_before = actual_state(spark, schema, "customer_address")
     snapshots_before = snapshot_ids(spark, current(schema, "customer_address"))
 
@@ -154,7 +154,7 @@ def test_bad_file_is_refused_and_nothing_is_damaged(dbt, spark, schema, tmp_path
     key_index = good.schema.get_field_index("customer_id")
     pq.write_table(good.set_column(key_index, "customer_id", pa.nulls(good.num_rows, pa.int64())), bad)
 
-    result = dbt("run", landing=tmp_path, schema=schema)
+    result = dbt("run", *SELECT, landing=tmp_path, schema=schema)
     assert not result.success
     messages = " ".join(str(r.message) for r in result.result.results if r.message)
     assert bad.name in messages and "customer_id" in messages and "crm__customer_address" in messages
@@ -165,5 +165,5 @@ def test_bad_file_is_refused_and_nothing_is_damaged(dbt, spark, schema, tmp_path
     assert snapshot_ids(spark, current(schema, "customer_address")) == snapshots_before
 
     bad.unlink()
-    assert dbt("run", landing=tmp_path, schema=schema).success
+    assert dbt("run", *SELECT, landing=tmp_path, schema=schema).success
     assert_matches_replay(spark, schema, tmp_path, "after removing the bad file")

@@ -1,0 +1,140 @@
+{#- Staging for Debezium change events written to Parquet by the Confluent S3 sink:
+    `<topic folder>/partition=<p>/<topic>+<p>+<start offset>.snappy.parquet`. Emits the same
+    contract as the DMS staging (see staging_dms.sql), so `cdc_merge` serves both unchanged.
+
+    Two shapes, chosen per source table by `meta.debezium_shape` in the sources yml:
+      flattened  ExtractNewRecordState: the row (the before-image for deletes), then `__op`,
+                 `__source_ts_ms`, `__deleted`, and any other `__source_*` fields added;
+      envelope   `before`, `after`, `op`, `ts_ms`, `source`, `transaction`.
+
+      _cdc_op   r, c -> 'I';  u -> 'U';  d -> 'D';  t -> 'T' (truncate: no key)
+      _cdc_ts   source.ts_ms (`__source_ts_ms`): the commit time at the source
+      _cdc_seq  the source position when the events carry it, as 35 digits:
+                  PostgreSQL  lsn (35 digits)
+                  MySQL       binlog file number (10) + pos (20) + row (5)
+                otherwise the Kafka position: partition (5) + offset of the record (30).
+                A re-delivered event keeps its source position, so it is equal, not newer. -#}
+
+{% macro stg_debezium_changes(source_name, table_name) %}
+    {%- set source_relation = source(source_name, table_name) -%}
+    {%- if not execute -%}
+        select 1 as _cdc_placeholder
+    {%- else -%}
+        {%- set node = cdc_source_node(source_name, table_name) -%}
+        {%- set shape = node.meta.get('debezium_shape') or node.source_meta.get('debezium_shape') or 'flattened' -%}
+        {%- if shape not in ['flattened', 'envelope'] -%}
+            {{ exceptions.raise_compiler_error(
+                "source " ~ source_name ~ "." ~ table_name ~ ": meta.debezium_shape must be 'flattened' or "
+                ~ "'envelope', not '" ~ shape ~ "'") }}
+        {%- endif -%}
+        {%- set folder = cdc_landing_folder(source_relation) -%}
+        {%- if cdc_landing_file_count(source_name, table_name, folder) == 0 -%}
+            {{ cdc_empty_changes(node) }}
+        {%- else -%}
+            {#- The sink's partition=<p> folders would become a `partition` column: read the files. -#}
+            {%- set files = 'parquet.' ~ cdc_quote(folder ~ '/partition=*/*.parquet') -%}
+            {{ stg_debezium_changes_sql(files, shape, node) }}
+        {%- endif -%}
+    {%- endif -%}
+{% endmacro %}
+
+
+{% macro cdc_struct_fields(files, struct_column) -%}
+    {{ return(cdc_landing_columns_of('select ' ~ cdc_quote(struct_column) ~ '.* from ' ~ files)) }}
+{%- endmacro %}
+
+
+{% macro stg_debezium_changes_sql(files, shape, node) %}
+    {%- set top = cdc_landing_columns_of('select * from ' ~ files) -%}
+    {%- set top_names = top | map(attribute='name') | map('lower') | list -%}
+    {%- set kafka_position -%}
+        concat(
+            lpad(regexp_extract(_metadata.file_name, '\\+([0-9]+)\\+([0-9]+)\\.[^+]*$', 1), 5, '0'),
+            lpad(cast(
+                cast(regexp_extract(_metadata.file_name, '\\+([0-9]+)\\+([0-9]+)\\.[^+]*$', 2) as bigint)
+                + _metadata.row_index as string), 30, '0')
+        )
+    {%- endset -%}
+
+    {%- if shape == 'envelope' -%}
+        {%- for required in ['op', 'source'] if required not in top_names -%}
+            {{ exceptions.raise_compiler_error(
+                "source " ~ node.source_name ~ "." ~ node.name ~ " is configured as a Debezium envelope, "
+                ~ "but its files have no '" ~ required ~ "' column (columns: " ~ (top_names | join(', ')) ~ ")") }}
+        {%- endfor -%}
+        {%- set fields = [] -%}
+        {%- for struct_column in ['after', 'before'] if struct_column in top_names -%}
+            {%- for field in cdc_struct_fields(files, struct_column) -%}
+                {%- if field.name | lower not in fields | map('lower') | list -%}
+                    {%- do fields.append(field.name) -%}
+                {%- endif -%}
+            {%- endfor -%}
+        {%- endfor -%}
+        {%- set source_fields = cdc_struct_fields(files, 'source') | map(attribute='name') | map('lower') | list -%}
+        {%- set op = 'op' -%}
+        {%- set ts = 'coalesce(source.ts_ms, ts_ms)' -%}
+        {%- if 'lsn' in source_fields -%}
+            {%- set position = "lpad(cast(source.lsn as string), 35, '0')" -%}
+        {%- elif 'pos' in source_fields and 'file' in source_fields -%}
+            {%- set position = cdc_mysql_position('source.file', 'source.pos', 'source.row' if 'row' in source_fields else '0') -%}
+        {%- else -%}
+            {%- set position = none -%}
+        {%- endif -%}
+    {%- else -%}
+        {%- for required in ['__op', '__source_ts_ms'] if required not in top_names -%}
+            {{ exceptions.raise_compiler_error(
+                "source " ~ node.source_name ~ "." ~ node.name ~ " is configured as flattened Debezium "
+                ~ "(ExtractNewRecordState with add.fields=op,source.ts_ms), but its files have no '" ~ required
+                ~ "' column (columns: " ~ (top_names | join(', ')) ~ ")") }}
+        {%- endfor -%}
+        {%- set fields = [] -%}
+        {%- for column in top if not column.name.startswith('__') -%}
+            {%- do fields.append(column.name) -%}
+        {%- endfor -%}
+        {%- set op = '`__op`' -%}
+        {%- set ts = '`__source_ts_ms`' -%}
+        {%- if '__source_lsn' in top_names -%}
+            {%- set position = "lpad(cast(`__source_lsn` as string), 35, '0')" -%}
+        {%- elif '__source_pos' in top_names and '__source_file' in top_names -%}
+            {%- set position = cdc_mysql_position('`__source_file`', '`__source_pos`',
+                '`__source_row`' if '__source_row' in top_names else '0') -%}
+        {%- else -%}
+            {%- set position = none -%}
+        {%- endif -%}
+    {%- endif %}
+
+select
+    {%- for name in fields %}
+    {%- if shape == 'envelope' %}
+    case when after is not null then after.{{ cdc_quote(name) }} else before.{{ cdc_quote(name) }} end as {{ cdc_quote(name | lower) }},
+    {%- else %}
+    {{ cdc_quote(name) }} as {{ cdc_quote(name | lower) }},
+    {%- endif %}
+    {%- endfor %}
+    case lower({{ op }})
+        when 'r' then 'I'
+        when 'c' then 'I'
+        when 'u' then 'U'
+        when 'd' then 'D'
+        when 't' then 'T'
+        else upper({{ op }})
+    end as _cdc_op,
+    timestamp_millis({{ ts }}) as _cdc_ts,
+    {%- if position %}
+    coalesce({{ position }}, {{ kafka_position | indent(4) }}) as _cdc_seq,
+    {%- else %}
+    {{ kafka_position | indent(4) }} as _cdc_seq,
+    {%- endif %}
+    _metadata.file_name as _cdc_source_file
+
+from {{ files }}
+{% endmacro %}
+
+
+{% macro cdc_mysql_position(file, pos, row) -%}
+    concat(
+        lpad(regexp_extract({{ file }}, '([0-9]+)$', 1), 10, '0'),
+        lpad(cast({{ pos }} as string), 20, '0'),
+        lpad(cast({{ row }} as string), 5, '0')
+    )
+{%- endmacro %}
