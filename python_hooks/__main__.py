@@ -2,7 +2,7 @@
 
     env         print the environment dbt runs with (paths, Iceberg jar, profiles dir)
     write-pth   install the venv start-up hook that applies those defaults
-    run         the pipeline once: the pre-dbt hooks, then `dbt run`, then `dbt test`
+    run         the pipeline once: the pre-dbt hooks, then `dbt build` (extra arguments go to dbt)
 """
 
 from __future__ import annotations
@@ -13,25 +13,17 @@ import os
 import sys
 
 from python_hooks import env
-
-
-def _run_pipeline() -> int:
-    from dbt.cli.main import dbtRunner
-
-    runner = dbtRunner()
-    result = runner.invoke(["run"])
-    if not result.success:
-        return 1
-    result = runner.invoke(["test"])
-    return 0 if result.success else 1
+from python_hooks.pipeline import run_pipeline
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m python_hooks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["env", "write-pth", "run"])
+    parser.add_argument("dbt_args", nargs=argparse.REMAINDER, help="passed to dbt build (run only)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     env.apply_defaults()
     if args.command == "write-pth":
         print(f"wrote {env.write_pth()}")
@@ -40,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in [*env.defaults(), "ICEBERG_SPARK_RUNTIME_JAR"]:
             print(f"{name}={os.environ.get(name, '')}")
         return 0
-    return _run_pipeline()
+    return 0 if run_pipeline(args.dbt_args) else 1
 
 
 if __name__ == "__main__":

@@ -118,7 +118,8 @@ def test_full_refresh_rebuilds_the_same_state(lake, dbt, spark):
 
 
 def test_empty_landing_builds_empty_tables(dbt, spark, schema, tmp_path):
-    assert dbt("run", *SELECT, landing=tmp_path, schema=schema).success
+    """Every model (no selection): sources without files give empty tables, not a failed run."""
+    assert dbt("run", landing=tmp_path, schema=schema).success
     for table in dms.TABLES:
         assert spark.table(current(schema, table)).count() == 0
         names = [f.name for f in spark.table(current(schema, table)).schema.fields]
