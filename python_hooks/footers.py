@@ -137,6 +137,19 @@ class _TableState:
     files: dict[str, tuple[int, int]] = field(default_factory=dict)
     fields: list[pa.Field] = field(default_factory=list)
     conflicts: list[TypeConflict] = field(default_factory=list)
+    # per file: lower-case top-level column -> Spark type, to group files that Spark reads alike
+    types: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+def column_types(schema: pa.Schema) -> dict[str, str]:
+    """Lower-case top-level column -> Spark type ('null' for all-null, the Arrow type if Spark has none)."""
+    types = {}
+    for column in schema:
+        try:
+            types[column.name.lower()] = spark_type(column.type) or "null"
+        except UnsupportedTypeError:
+            types[column.name.lower()] = str(column.type)
+    return types
 
 
 def _field_to_text(arrow_field: pa.Field) -> str:
@@ -159,7 +172,10 @@ def _state_from_json(data: object) -> dict[str, _TableState]:
         files = {str(name): (int(size), int(mtime)) for name, (size, mtime) in entry["files"].items()}
         fields = [_field_from_text(name, text) for name, text in entry["columns"]]
         conflicts = [TypeConflict(*map(str, conflict)) for conflict in entry.get("conflicts", [])]
-        tables[str(table)] = _TableState(files, fields, conflicts)
+        types = {str(name): dict(columns) for name, columns in entry.get("types", {}).items()}
+        if set(types) != set(files):
+            raise ValueError(f"table {table}: the per-file types do not match the files")
+        tables[str(table)] = _TableState(files, fields, conflicts, types)
     return tables
 
 
@@ -169,6 +185,7 @@ def _state_to_json(tables: dict[str, _TableState]) -> dict[str, object]:
             "files": {name: [size, mtime] for name, (size, mtime) in state.files.items()},
             "columns": [[f.name, _field_to_text(f)] for f in state.fields],
             "conflicts": [[c.column, c.file, c.type_a, c.type_b] for c in state.conflicts],
+            "types": state.types,
         }
         for table, state in tables.items()
     }
@@ -214,11 +231,18 @@ class FooterCache:
         fields = list(previous.fields)
         # Conflicts stay while their file does, unless the file is read again (which finds them anew).
         conflicts = [c for c in previous.conflicts if c.file in signatures and c.file not in changed]
+        types = {name: previous.types[name] for name in signatures if name not in changed and name in previous.types}
         for name in changed:
-            fields = merge_fields(fields, read_footer(Path(name)), name, conflicts)
+            footer = read_footer(Path(name))
+            types[name] = column_types(footer)
+            fields = merge_fields(fields, footer, name, conflicts)
         logger.debug("%s: %d raw files, %d footers read", table, len(signatures), len(changed))
-        self._tables[table] = _TableState(signatures, fields, conflicts)
+        self._tables[table] = _TableState(signatures, fields, conflicts, types)
         return UnionSchema(pa.schema(fields), tuple(conflicts))
+
+    def file_types(self, table: str) -> dict[str, dict[str, str]]:
+        """Per file of `table` (as last passed to `union_schema`): lower-case column -> Spark type."""
+        return dict(self._tables[table].types)
 
     def save(self) -> None:
         """Write the state atomically: a temporary file in the same folder, then a rename."""

@@ -1,20 +1,69 @@
-"""The pipeline once, as `make run` (and a scheduler) calls it: the pre-dbt hooks, then `dbt build`
-(models, snapshots and their tests in DAG order; a failed test stops what depends on it)."""
+"""The pipeline once, as `make run` (and a scheduler) calls it:
+
+1. `dbt parse`: the manifest tells which tables are CDC tables and where their raw files are;
+2. the pipeline state tables are created, which also opens the Spark session (the profile's);
+3. the schema-evolution hook evolves every current-state Iceberg table it can;
+4. `dbt build` (models, snapshots, tests in DAG order), without the tables the hook refused;
+5. exit status: non-zero if dbt failed or any change was refused, with one message per refusal.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
 
-def run_pipeline(dbt_args: Sequence[str] = (), runner=None) -> bool:
-    """True when every step succeeded. `runner` lets a caller reuse one dbtRunner (one Spark session)."""
+def _spark():
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
+
+
+def run_hooks(runner, common_args: Sequence[str] = ()) -> tuple[bool, list[str], set[str]]:
+    """Parse, open the session, evolve. Returns (ok, problems, models dbt must not build)."""
+    from python_hooks.evolve import evolve
+
+    parsed = runner.invoke(["parse", *common_args])
+    if not parsed.success:
+        return False, ["dbt parse failed: see the errors above"], set()
+    started = runner.invoke(["run-operation", "cdc_create_meta_tables", *common_args])
+    if not started.success:
+        return False, ["could not open the Spark session / create the pipeline state tables"], set()
+    spark = _spark()
+    state_dir = Path(os.environ.get("CDC_WAREHOUSE", "data/warehouse")) / "_python_hooks"
+    result = evolve(spark, parsed.result, state_dir, spark.conf.get("spark.cdc.meta_schema"))
+    for change in result.applied:
+        log.info("schema evolution: %s.%s %s %s -> %s", change.table, change.column, change.action,
+                 change.old_type or "-", change.new_type)
+    return result.ok, result.problems, result.blocked_models
+
+
+def run_pipeline(dbt_args: Sequence[str] = (), runner=None, hooks: bool = True,
+                 common_args: Sequence[str] = ()) -> bool:
+    """True when every step succeeded. `runner` lets a caller reuse one dbtRunner (one Spark session);
+    `common_args` go to every dbt command (e.g. --project-dir, --target-path)."""
     from dbt.cli.main import dbtRunner
 
     runner = runner or dbtRunner()
-    result = runner.invoke(["build", *dbt_args])
+    problems: list[str] = []
+    blocked: set[str] = set()
+    hooks_ok = True
+    if hooks:
+        hooks_ok, problems, blocked = run_hooks(runner, common_args)
+        if not hooks_ok and not blocked:
+            for problem in problems:
+                log.error(problem)
+            return False
+    exclude = ["--exclude", *sorted(f"{model}+" for model in blocked)] if blocked else []
+    result = runner.invoke(["build", *exclude, *dbt_args, *common_args])
     if not result.success:
         log.error("dbt build failed: see the errors above")
-    return bool(result.success)
+    for problem in problems:
+        log.error("refused: %s", problem)
+    if blocked:
+        log.error("not built this run (fix the above, then run again): %s", ", ".join(sorted(blocked)))
+    return bool(result.success) and hooks_ok

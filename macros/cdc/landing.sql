@@ -33,6 +33,8 @@
         ~ ' (path string, modificationTime timestamp, length bigint, content binary)'
         ~ ' using binaryFile location ' ~ cdc_sql_string(folder)
     ) -%}
+    {#- The session caches a catalog table's file listing by name, even across drop and create. -#}
+    {%- do run_query('refresh table ' ~ probe) -%}
     {%- set result = run_query(
         "select count(*) from " ~ probe
         ~ " where path like '%.parquet' and not regexp(path, '/[._][^/]*$')"
@@ -69,4 +71,61 @@
 {% macro cdc_quote(identifier) -%}
     {#- A Spark identifier quoted for any name: spaces, dots, reserved words, backticks, unicode. -#}
     {{ return('`' ~ (identifier | string).replace('`', '``') ~ '`') }}
+{%- endmacro %}
+
+
+{% macro cdc_landing_reads(staging_model, folder, all_files, file_count) -%}
+    {#- What staging reads: one relation over every file, or, when the Python hooks found raw files
+        that disagree on a column's type (cdc_raw_file_groups), one relation per group of files
+        with the business column types to cast to (Spark cannot read int and bigint files as one). -#}
+    {%- set registry = cdc_meta_relation('cdc_raw_file_groups') -%}
+    {%- set reads = [] -%}
+    {%- if load_relation(registry) is not none -%}
+        {%- set groups = run_query(
+            'select to_json(file_names), column_types from ' ~ registry
+            ~ ' where staging_model = ' ~ cdc_sql_string(staging_model) ~ ' order by group_id'
+        ) -%}
+        {%- for row in groups.rows -%}
+            {%- do reads.append({
+                'relation': 'parquet.' ~ cdc_quote(folder ~ '/{' ~ (fromjson(row[0]) | join(',')) ~ '}'),
+                'files': fromjson(row[0]) | length,
+                'types': fromjson(row[1]),
+            }) -%}
+        {%- endfor -%}
+    {%- endif -%}
+    {%- set registered = namespace(files=0) -%}
+    {%- for read in reads -%}
+        {%- set registered.files = registered.files + read.files -%}
+    {%- endfor -%}
+    {%- set registered = registered.files -%}
+    {%- if reads and registered != file_count -%}
+        {{ exceptions.raise_compiler_error(
+            staging_model ~ ": the landing folder " ~ folder ~ " holds " ~ file_count ~ " raw files but the last "
+            ~ "schema-evolution run registered " ~ registered ~ " (its files disagree on a column's type and "
+            ~ "must be read in groups). Run the hooks first: `python -m python_hooks evolve` (`make run` does).") }}
+    {%- endif -%}
+    {%- if not reads -%}
+        {%- do reads.append({'relation': 'parquet.' ~ cdc_quote(all_files), 'types': none}) -%}
+    {%- endif -%}
+    {{ return(reads) }}
+{%- endmacro %}
+
+
+{% macro cdc_cast_columns(sql, types) -%}
+    {#- The staging SQL of one group of files, with its business columns cast to the types of the
+        whole table (a column the group lacks is null). -#}
+    {%- if types is none -%}
+        {{ return(sql) }}
+    {%- endif -%}
+    {%- set columns = [] -%}
+    {%- set present = cdc_landing_columns_of(sql) | map(attribute='name') | map('lower') | list -%}
+    {%- for name, data_type in types.items() -%}
+        {%- if name in present -%}
+            {%- do columns.append('cast(grouped.' ~ cdc_quote(name) ~ ' as ' ~ data_type ~ ') as ' ~ cdc_quote(name)) -%}
+        {%- else -%}
+            {%- do columns.append('cast(null as ' ~ data_type ~ ') as ' ~ cdc_quote(name)) -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {{ return('select ' ~ (columns | join(', ')) ~ ', grouped._cdc_op, grouped._cdc_ts, grouped._cdc_seq, '
+        ~ 'grouped._cdc_source_file from (' ~ sql ~ ') as grouped') }}
 {%- endmacro %}

@@ -2,7 +2,10 @@
     - cdc_file_ledger: which raw files each current-state model has applied (an optimisation:
       a file in the ledger is not read again; correctness never depends on it);
     - cdc_tombstones: the newest delete seen per key, so that a late, older change cannot bring
-      a deleted row back (the current-state tables hard-delete).
+      a deleted row back (the current-state tables hard-delete);
+    - schema_evolution_log: every column the Python hooks added or promoted;
+    - cdc_raw_file_groups: raw files Spark must read apart because they disagree on a column's
+      type (written by the hooks, read by staging).
     Created by `on-run-start`; safe to run any number of times. -#}
 
 {% macro cdc_meta_schema() -%}
@@ -41,6 +44,29 @@
             partitioned by (model_name)
             tblproperties (\'format-version\' = \'2\')'
         ) -%}
+        {%- do run_query(
+            'create table if not exists ' ~ cdc_meta_relation('schema_evolution_log') ~ ' (
+                run_id string,
+                table_name string,
+                column_name string,
+                action string,
+                old_type string,
+                new_type string,
+                applied_at timestamp
+            ) using iceberg
+            tblproperties (\'format-version\' = \'2\')'
+        ) -%}
+        {%- do run_query(
+            'create table if not exists ' ~ cdc_meta_relation('cdc_raw_file_groups') ~ ' (
+                staging_model string,
+                group_id int,
+                file_names array<string>,
+                column_types string
+            ) using iceberg
+            tblproperties (\'format-version\' = \'2\')'
+        ) -%}
+        {#- Tells the Python hooks, which share this Spark session, where the pipeline state lives. -#}
+        {%- do run_query('set spark.cdc.meta_schema = ' ~ cdc_meta_schema()) -%}
     {%- endif -%}
     select 1
 {% endmacro %}

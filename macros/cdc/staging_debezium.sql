@@ -28,12 +28,16 @@
                 ~ "'envelope', not '" ~ shape ~ "'") }}
         {%- endif -%}
         {%- set folder = cdc_landing_folder(source_relation) -%}
-        {%- if cdc_landing_file_count(source_name, table_name, folder) == 0 -%}
+        {%- set file_count = cdc_landing_file_count(source_name, table_name, folder) -%}
+        {%- if file_count == 0 -%}
             {{ cdc_empty_changes(node) }}
         {%- else -%}
             {#- The sink's partition=<p> folders would become a `partition` column: read the files. -#}
-            {%- set files = 'parquet.' ~ cdc_quote(folder ~ '/partition=*/*.parquet') -%}
-            {{ stg_debezium_changes_sql(files, shape, node) }}
+            {%- set parts = [] -%}
+            {%- for read in cdc_landing_reads(model.name, folder, folder ~ '/partition=*/*.parquet', file_count) -%}
+                {%- do parts.append(cdc_cast_columns(stg_debezium_changes_sql(read.relation, shape, node), read.types)) -%}
+            {%- endfor -%}
+            {{ parts | join('\nunion all\n') }}
         {%- endif -%}
     {%- endif -%}
 {% endmacro %}

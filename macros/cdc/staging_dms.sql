@@ -22,16 +22,23 @@
         {%- set ts_column = node.source_meta.get('dms_timestamp_column')
             or node.meta.get('dms_timestamp_column') or 'last_update_time' -%}
         {%- set folder = cdc_landing_folder(source_relation) -%}
-        {%- if cdc_landing_file_count(source_name, table_name, folder) == 0 -%}
+        {%- set file_count = cdc_landing_file_count(source_name, table_name, folder) -%}
+        {%- if file_count == 0 -%}
             {{ cdc_empty_changes(node) }}
         {%- else -%}
-            {{ stg_dms_changes_sql(folder, cdc_landing_columns(folder), ts_column, node) }}
+            {%- set parts = [] -%}
+            {%- for read in cdc_landing_reads(model.name, folder, folder, file_count) -%}
+                {%- set sql = stg_dms_changes_sql(
+                    read.relation, cdc_landing_columns_of('select * from ' ~ read.relation), ts_column, node) -%}
+                {%- do parts.append(cdc_cast_columns(sql, read.types)) -%}
+            {%- endfor -%}
+            {{ parts | join('\nunion all\n') }}
         {%- endif -%}
     {%- endif -%}
 {% endmacro %}
 
 
-{% macro stg_dms_changes_sql(folder, raw_columns, ts_column, node) %}
+{% macro stg_dms_changes_sql(relation, raw_columns, ts_column, node) %}
     {%- set metadata_names = ['op', 'ar_h_change_seq', ts_column | lower] -%}
     {%- set by_lower = {} -%}
     {%- for column in raw_columns -%}
@@ -39,7 +46,7 @@
     {%- endfor -%}
     {%- if ts_column | lower not in by_lower -%}
         {{ exceptions.raise_compiler_error(
-            "Raw files in " ~ folder ~ " (source " ~ node.source_name ~ "." ~ node.name
+            "Raw files in " ~ relation ~ " (source " ~ node.source_name ~ "." ~ node.name
             ~ ") have no timestamp column '" ~ ts_column ~ "': set the DMS endpoint's "
             ~ "TimestampColumnName, or meta.dms_timestamp_column on the source.") }}
     {%- endif -%}
@@ -79,7 +86,7 @@ select
     {%- endif %}
     _metadata.file_name as _cdc_source_file
 
-from parquet.{{ cdc_quote(folder) }}
+from {{ relation }}
 {% endmacro %}
 
 

@@ -40,13 +40,20 @@ class Dbt:
         self._runner = dbtRunner()
         self._work = work
 
-    def __call__(self, *args: str, landing: Path, schema: str):
+    def _common(self, landing: Path, schema: str) -> list[str]:
         os.environ["CDC_LANDING_ROOT"] = str(landing)
         os.environ["CDC_SCHEMA"] = schema
         target = self._work / schema
-        return self._runner.invoke(
-            [*args, "--project-dir", str(PROJECT), "--target-path", str(target), "--log-path", str(target / "logs")]
-        )
+        return ["--project-dir", str(PROJECT), "--target-path", str(target), "--log-path", str(target / "logs")]
+
+    def __call__(self, *args: str, landing: Path, schema: str):
+        return self._runner.invoke([*args, *self._common(landing, schema)])
+
+    def pipeline(self, *build_args: str, landing: Path, schema: str) -> bool:
+        """`make run`: the Python hooks, then `dbt build` (python_hooks.pipeline), in this process."""
+        from python_hooks.pipeline import run_pipeline
+
+        return run_pipeline(build_args, runner=self._runner, common_args=self._common(landing, schema))
 
 
 @pytest.fixture(scope="session")

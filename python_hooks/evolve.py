@@ -1,0 +1,228 @@
+"""Schema evolution of the current-state Iceberg tables, run before dbt (`python -m python_hooks evolve`).
+
+For every current-state model of the dbt project (incremental_strategy `cdc_merge`; found in the
+manifest, through its staging model, to the source and its landing folder) it:
+
+1. reads the union schema of the table's raw files from their Parquet footers, only for files it
+   has not read before (`FooterCache`, kept in `$CDC_WAREHOUSE/_python_hooks/`);
+2. reads the Iceberg table's schema (a missing table is "not created yet": dbt creates it);
+3. plans (`schema_plan.plan_schema_changes`): columns to add, promotions to apply, refusals;
+4. applies the plan with quoted identifiers and logs each change in `schema_evolution_log`;
+5. when raw files disagree on a column's type (an int column now sent as bigint), records which
+   files Spark must read with which types (`cdc_raw_file_groups`), so that staging reads each
+   group on its own and casts to the promoted type (Spark cannot read both in one relation).
+
+A table with a refused change or an unreadable file is left as it is and reported; the others go
+on. `blocked_models` lists what dbt must not build this run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from python_hooks.footers import FooterCache, FooterReadError
+from python_hooks.schema_plan import (
+    DEFAULT_TIMESTAMP_COLUMN,
+    ColumnChange,
+    Refusal,
+    business_schema,
+    plan_schema_changes,
+    quote_ident,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CdcTable:
+    """A current-state model and where its raw files are."""
+
+    model: str
+    relation: str
+    staging_model: str
+    source: str
+    folder: Path
+    producer: str  # dms | debezium_flat | debezium_envelope
+    timestamp_column: str | None
+
+
+@dataclass
+class EvolutionResult:
+    run_id: str
+    applied: list[ColumnChange] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    blocked_models: set[str] = field(default_factory=set)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def cdc_tables(manifest) -> list[CdcTable]:
+    """The project's current-state models, from the dbt manifest (no second list to keep in sync)."""
+    tables = []
+    for node in manifest.nodes.values():
+        if node.resource_type != "model" or node.config.get("incremental_strategy") != "cdc_merge":
+            continue
+        parents = [manifest.nodes[n] for n in node.depends_on.nodes if n in manifest.nodes]
+        staging = next((p for p in parents if any(s in manifest.sources for s in p.depends_on.nodes)), None)
+        if staging is None:
+            log.warning("%s: no staging model reading a source: skipped", node.name)
+            continue
+        source = manifest.sources[next(s for s in staging.depends_on.nodes if s in manifest.sources)]
+        meta = {**source.source_meta, **source.meta}
+        if meta.get("cdc_producer") == "debezium":
+            producer = "debezium_envelope" if meta.get("debezium_shape") == "envelope" else "debezium_flat"
+            timestamp_column = None
+        else:
+            producer = "dms"
+            timestamp_column = meta.get("dms_timestamp_column", DEFAULT_TIMESTAMP_COLUMN)
+        tables.append(
+            CdcTable(
+                model=node.name,
+                relation=f"{quote_ident(node.schema)}.{quote_ident(node.alias or node.name)}",
+                staging_model=staging.name,
+                source=f"{source.source_name}.{source.name}",
+                folder=Path(source.identifier),
+                producer=producer,
+                timestamp_column=timestamp_column,
+            )
+        )
+    return sorted(tables, key=lambda t: t.model)
+
+
+def raw_files(table: CdcTable) -> list[Path]:
+    """The table's raw Parquet files, oldest first (DMS full load, then CDC files by name)."""
+    pattern = "*.parquet" if table.producer == "dms" else "partition=*/*.parquet"
+    files = [p for p in table.folder.glob(pattern) if not p.name.startswith((".", "_"))]
+
+    def age(path: Path) -> tuple:
+        if table.producer == "dms":
+            return (not path.name.startswith("LOAD"), path.name)
+        # <topic>+<partition>+<start offset>.snappy.parquet
+        parts = path.name.split("+")
+        return (int(parts[-1].split(".")[0]) if len(parts) >= 3 else 0, path.name)
+
+    return sorted(files, key=age)
+
+
+def current_columns(spark, relation: str) -> list[tuple[str, str]] | None:
+    """(name, type) of the Iceberg table; None when it does not exist yet."""
+    from pyspark.sql.utils import AnalysisException
+
+    try:
+        schema = spark.table(relation).schema
+    except AnalysisException as error:
+        if "TABLE_OR_VIEW_NOT_FOUND" in str(error) or "not found" in str(error).lower():
+            return None
+        raise
+    return [(f.name, f.dataType.simpleString()) for f in schema.fields]
+
+
+def file_groups(folder: Path, file_types: dict[str, dict[str, str]], union: dict[str, str]) -> list[list[str]]:
+    """Files grouped so that within a group every column has one type. One group: nothing to record."""
+    groups: dict[tuple, list[str]] = {}
+    for name, types in sorted(file_types.items()):
+        signature = tuple(sorted((c, t) for c, t in types.items() if c in union and t not in (union[c], "null")))
+        groups.setdefault(signature, []).append(Path(name).relative_to(folder).as_posix())
+    return [groups[k] for k in sorted(groups)]
+
+
+def _refusal_message(refusal: Refusal, table: CdcTable) -> str:
+    return f"{refusal.message()} [model {table.model}, source {table.source}]"
+
+
+def evolve(spark, manifest, state_dir: Path, meta_schema: str, run_id: str | None = None) -> EvolutionResult:
+    result = EvolutionResult(run_id=run_id or str(uuid.uuid4()))
+    cache = FooterCache(Path(state_dir) / "footer_cache.json")
+    group_rows: dict[str, list[tuple[int, list[str], str]]] = {}
+    for table in cdc_tables(manifest):
+        try:
+            _evolve_table(spark, table, cache, result, group_rows)
+        except FooterReadError as error:
+            result.problems.append(f"{table.model} (source {table.source}): {error}. The table was not changed.")
+            result.blocked_models.update({table.staging_model, table.model})
+    cache.save()
+    _write_log(spark, meta_schema, result)
+    _write_groups(spark, meta_schema, group_rows)
+    return result
+
+
+def _evolve_table(spark, table: CdcTable, cache: FooterCache, result: EvolutionResult, group_rows) -> None:
+    files = raw_files(table)
+    group_rows[table.staging_model] = []
+    if not files:
+        log.info("%s: no raw file yet", table.model)
+        return
+    key = str(table.folder)
+    union = cache.union_schema(key, files)
+    problems = [f"{conflict.message()} [model {table.model}, source {table.source}]" for conflict in union.conflicts]
+    incoming = business_schema(union.schema, table.producer, table.timestamp_column)
+    plan = plan_schema_changes(table.relation, current_columns(spark, table.relation), incoming,
+                               table.timestamp_column)
+    problems += [_refusal_message(refusal, table) for refusal in plan.refusals]
+    if problems:
+        result.problems.extend(problems)
+        result.blocked_models.update({table.staging_model, table.model})
+        log.error("%s: %d refused schema change(s); this table is not evolved nor built", table.model, len(problems))
+        return
+    for change in plan.changes:
+        log.info("%s: %s", table.model, change.sql())
+        spark.sql(change.sql())
+        result.applied.append(change)
+    raw_types = {name.lower(): t for name, t in _spark_types(union.schema)}
+    groups = file_groups(table.folder, cache.file_types(key), raw_types)
+    if len(groups) > 1:
+        log.info("%s: raw files hold %d type variants: staging reads them separately", table.model, len(groups))
+        business_types = json.dumps({name.lower(): t for name, t in _spark_types(incoming)})
+        group_rows[table.staging_model] = [(i, g, business_types) for i, g in enumerate(groups)]
+
+
+def _spark_types(schema) -> Iterable[tuple[str, str]]:
+    from python_hooks.schema_plan import spark_type
+
+    for column in schema:
+        try:
+            spark_name = spark_type(column.type)
+        except ValueError:
+            continue
+        if spark_name:
+            yield column.name, spark_name
+
+
+def _sql_string(value: str | None) -> str:
+    if value is None:
+        return "cast(null as string)"
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _write_log(spark, meta_schema: str, result: EvolutionResult) -> None:
+    if not result.applied:
+        return
+    rows = ", ".join(
+        f"({_sql_string(result.run_id)}, {_sql_string(c.table)}, {_sql_string(c.column)}, {_sql_string(c.action)}, "
+        f"{_sql_string(c.old_type)}, {_sql_string(c.new_type)}, current_timestamp())"
+        for c in result.applied
+    )
+    spark.sql(f"insert into {quote_ident(meta_schema)}.schema_evolution_log values {rows}")
+
+
+def _write_groups(spark, meta_schema: str, group_rows: dict[str, list[tuple[int, list[str], str]]]) -> None:
+    """Replace, per staging model, the file groups staging must read separately."""
+    relation = f"{quote_ident(meta_schema)}.cdc_raw_file_groups"
+    existing = {r[0] for r in spark.sql(f"select distinct staging_model from {relation}").collect()}
+    for staging_model, rows in group_rows.items():
+        if staging_model in existing:
+            spark.sql(f"delete from {relation} where staging_model = {_sql_string(staging_model)}")
+        if rows:
+            values = ", ".join(
+                f"({_sql_string(staging_model)}, {group_id}, array({', '.join(_sql_string(f) for f in files)}), "
+                f"{_sql_string(types)})"
+                for group_id, files, types in rows
+            )
+            spark.sql(f"insert into {relation} values {values}")

@@ -1,0 +1,148 @@
+"""Schema evolution with real Spark and Iceberg: the Python hooks, then dbt, on changed raw files.
+
+Each scenario of issue 4: the seed's `status` column, new decimal/date columns, an upper-case
+spelling, an int -> bigint promotion, a refused string -> int change that stops only its table,
+hostile column names, and a plain `dbt run` without the hooks."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from conftest import assert_same_table, table_rows
+from replay_debezium import replay_topic
+from replay_dms import replay
+
+from sample_data import debezium, dms, evolution
+
+CRM = ("--select", "staging.crm", "current_state.crm")
+SALESDB = ("--select", "staging.salesdb", "current_state.salesdb")
+
+
+def columns_of(spark, relation: str) -> dict[str, str]:
+    return {f.name: f.dataType.simpleString() for f in spark.table(relation).schema.fields}
+
+
+def business_columns(spark, relation: str) -> list[str]:
+    return [c for c in columns_of(spark, relation) if not c.startswith("_cdc_")]
+
+
+def with_all_columns(expected: dict, columns: list[str]) -> dict:
+    """Rows replayed from events written before a column existed read null for it."""
+    return {k: {c: row.get(c) for c in columns} for k, row in expected.items()}
+
+
+def evolution_log(spark, schema: str) -> list[tuple]:
+    return sorted(
+        (r.table_name, r.column_name, r.action, r.old_type, r.new_type)
+        for r in spark.table(f"{schema}_cdc_meta.schema_evolution_log").collect()
+    )
+
+
+def assert_dms_matches(spark, schema: str, landing: Path, table: str) -> None:
+    relation = f"{schema}_current.crm__{table}"
+    columns = business_columns(spark, relation) + ["_cdc_op", "_cdc_ts"]
+    expected = replay(landing / "dms" / "crm" / table, ["customer_id"])
+    assert_same_table(table_rows(spark, relation, ["customer_id"], columns),
+                      with_all_columns(expected, columns), relation)
+
+
+def test_seed_status_column(dbt, spark, schema, tmp_path):
+    """MySQL: ADD COLUMN status NOT NULL; UPDATE customer SET status = 'Green'."""
+    for stage in range(1, debezium.STAGES + 1):
+        debezium.write_stage(tmp_path, stage)
+    assert dbt.pipeline(*SALESDB, landing=tmp_path, schema=schema)
+    evolution.mysql_status_column(tmp_path)
+    assert dbt.pipeline(*SALESDB, landing=tmp_path, schema=schema)
+
+    relation = f"{schema}_current.salesdb__customer"
+    assert business_columns(spark, relation) == ["id", "name", "mktsegment", "status"]
+    assert columns_of(spark, relation)["status"] == "string"
+    rows = table_rows(spark, relation, ["id"], ["id", "name", "mktsegment", "status", "_cdc_op", "_cdc_ts"])
+    assert len(rows) == 30 and {r["status"] for r in rows.values()} == {"Green"}
+    expected = replay_topic(debezium.topic_dir(tmp_path, debezium.CUSTOMER), "flat", ["id"])
+    assert_same_table(rows, with_all_columns(expected, list(next(iter(rows.values())))), "status evolution")
+    assert (f"`{schema}_current`.`salesdb__customer`", "status", "add_column", None, "string") in evolution_log(
+        spark, schema)
+
+
+def test_new_decimal_and_date_columns_and_an_upper_case_spelling(dbt, spark, schema, tmp_path):
+    for stage in (1, 2):
+        dms.write_stage(tmp_path, stage)
+    assert dbt.pipeline(*CRM, landing=tmp_path, schema=schema)
+    evolution.dms_new_types(tmp_path)
+    evolution.dms_upper_case_country(tmp_path)
+    assert dbt.pipeline(*CRM, landing=tmp_path, schema=schema)
+
+    master = f"{schema}_current.crm__customer_master"
+    types = columns_of(spark, master)
+    assert (types["credit_limit"], types["birth_date"]) == ("decimal(18,4)", "date")
+    rows = table_rows(spark, master, ["customer_id"], ["customer_id", "credit_limit", "birth_date"])
+    assert rows[(1,)]["credit_limit"] == Decimal("1234.5678") and rows[(1,)]["birth_date"] == dt.date(1990, 5, 17)
+    assert rows[(24,)]["credit_limit"] == Decimal("99999999999999.9999")
+    assert rows[(3,)]["credit_limit"] is None, "rows written before the column read null"
+    assert_dms_matches(spark, schema, tmp_path, "customer_master")
+
+    address = f"{schema}_current.crm__customer_address"
+    assert business_columns(spark, address) == ["customer_id", "city", "country", "row_audit_ts"]
+    assert table_rows(spark, address, ["customer_id"], ["customer_id", "country"])[(24,)]["country"] == "Kenya"
+    assert_dms_matches(spark, schema, tmp_path, "customer_address")
+    logged = [entry for entry in evolution_log(spark, schema) if "address" in entry[0]]
+    assert logged == [], "COUNTRY is country: nothing to add"
+
+
+def test_promotion_applies_and_a_refusal_stops_only_its_table(dbt, spark, schema, tmp_path, caplog):
+    for stage in (1, 2):
+        dms.write_stage(tmp_path, stage)
+        debezium.write_stage(tmp_path, stage)
+    select = ("--select", "staging.crm", "current_state.crm", "staging.salesdb", "current_state.salesdb")
+    assert dbt.pipeline(*select, landing=tmp_path, schema=schema)
+    address = f"{schema}_current.crm__customer_address"
+    address_before = spark.table(address).collect()
+
+    evolution.mysql_order_customer_bigint(tmp_path)
+    evolution.dms_city_becomes_int(tmp_path)
+    evolution.dms_new_types(tmp_path)
+    assert not dbt.pipeline(*select, landing=tmp_path, schema=schema), "a refusal makes the run fail"
+
+    messages = [r.getMessage() for r in caplog.records if r.getMessage().startswith("refused:")]
+    assert len(messages) == 1, messages
+    assert all(part in messages[0] for part in ("crm__customer_address", "city", "string", "int"))
+    assert sorted(spark.table(address).collect()) == sorted(address_before), "the refused table is untouched"
+
+    orders = f"{schema}_current.salesdb__sales_order"
+    assert columns_of(spark, orders)["customer_id"] == "bigint"
+    order = table_rows(spark, orders, ["order_id"], ["order_id", "customer_id", "order_status"])[(900,)]
+    assert order == {"order_id": 900, "customer_id": 3_000_000_000, "order_status": "shipped"}
+    expected = replay_topic(debezium.topic_dir(tmp_path, debezium.SALES_ORDER), "flat", ["order_id"])
+    columns = ["order_id", "customer_id", "order_ts", "amount", "order_status", "_cdc_op", "_cdc_ts"]
+    assert_same_table(table_rows(spark, orders, ["order_id"], columns), expected, "int -> bigint")
+    assert (f"`{schema}_current`.`salesdb__sales_order`", "customer_id", "promote_type", "int", "bigint") in (
+        evolution_log(spark, schema))
+    assert_dms_matches(spark, schema, tmp_path, "customer_master")  # the other tables built
+
+
+def test_hostile_column_names(dbt, spark, schema, tmp_path):
+    dms.write_stage(tmp_path, 1)
+    assert dbt.pipeline(*CRM, landing=tmp_path, schema=schema)
+    evolution.dms_hostile_names(tmp_path)
+    assert dbt.pipeline(*CRM, landing=tmp_path, schema=schema)
+    master = f"{schema}_current.crm__customer_master"
+    assert business_columns(spark, master)[-4:] == [name.lower() for name in evolution.HOSTILE]
+    row = table_rows(spark, master, ["customer_id"], ["customer_id", *evolution.HOSTILE])[(4,)]
+    assert [row[c] for c in evolution.HOSTILE] == ["gold", 7, True, 1.5]
+    assert_dms_matches(spark, schema, tmp_path, "customer_master")
+
+
+@pytest.mark.parametrize("with_hooks", [False])
+def test_plain_dbt_run_adds_a_new_column_too(dbt, spark, schema, tmp_path, with_hooks):
+    """Without the hooks, on_schema_change=append_new_columns keeps the new column's data."""
+    for stage in (1, 2):
+        dms.write_stage(tmp_path, stage)
+    assert dbt("run", *CRM, landing=tmp_path, schema=schema).success
+    evolution.dms_new_types(tmp_path)
+    assert dbt("run", *CRM, landing=tmp_path, schema=schema).success
+    assert_dms_matches(spark, schema, tmp_path, "customer_master")
+    assert columns_of(spark, f"{schema}_current.crm__customer_master")["credit_limit"] == "decimal(18,4)"
