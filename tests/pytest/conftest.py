@@ -90,7 +90,8 @@ def _normalise(value):
 def table_rows(spark, relation: str, key: Sequence[str], columns: Iterable[str]) -> dict[tuple, dict]:
     """The whole table as key tuple -> {column: value} for the given columns."""
     columns = list(columns)
-    rows = spark.table(relation).select(*columns).collect()
+    quoted = ["`" + c.replace("`", "``") + "`" for c in columns]
+    rows = spark.table(relation).select(*quoted).collect()
     result = {}
     for row in rows:
         record = {c: _normalise(row[c]) for c in columns}
