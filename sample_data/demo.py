@@ -1,7 +1,9 @@
 """`make demo`: land the sample change files stage by stage and run the pipeline after each stage.
 
 Stage 1 is the initial load (DMS full load, Debezium snapshot); stages 2-4 are CDC batches with the
-hard cases (see sample_data/dms.py and sample_data/debezium.py). After each stage it prints, per
+hard cases (see sample_data/dms.py and sample_data/debezium.py); stage 5 changes source schemas: the
+seed's `ALTER TABLE customer ADD COLUMN status ...; UPDATE customer SET status = 'Green'` in MySQL,
+and new decimal and date columns in the CRM (sample_data/evolution.py). After each stage it prints, per
 current-state table, its rows and what this run applied. It starts from scratch each time: it
 deletes the sample folders and the warehouse, so it refuses to run on paths outside data/.
 """
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from python_hooks import env
 from python_hooks.pipeline import run_pipeline
-from sample_data import debezium, dms
+from sample_data import debezium, dms, evolution
 
 log = logging.getLogger("demo")
 
@@ -74,24 +76,38 @@ def main() -> int:
     _reset(landing, warehouse)
 
     from dbt.cli.main import dbtRunner
+    from pyspark.sql import SparkSession
 
     runner = dbtRunner()
     summaries = []
-    for stage in range(1, dms.STAGES + 1):
-        written = dms.write_stage(landing, stage) + debezium.write_stage(landing, stage)
-        log.info("\n=== stage %d of %d: %d raw files landed under %s ===", stage, dms.STAGES, len(written), landing)
+    stages = dms.STAGES + 1
+    for stage in range(1, stages + 1):
+        if stage <= dms.STAGES:
+            written = dms.write_stage(landing, stage) + debezium.write_stage(landing, stage)
+        else:
+            written = evolution.mysql_status_column(landing) + evolution.dms_new_types(landing)
+            log.info("\nstage %d: the sources' schemas change: MySQL salesdb.customer gains `status` "
+                     "(set to 'Green' everywhere), CRM customer_master gains credit_limit decimal(18,4) "
+                     "and birth_date date", stage)
+        log.info("\n=== stage %d of %d: %d raw files landed under %s ===", stage, stages, len(written), landing)
         started = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) - dt.timedelta(seconds=1)
         if not run_pipeline(runner=runner):
             log.error("stage %d: the pipeline failed", stage)
             return 1
-        from pyspark.sql import SparkSession
-
         summary = _summary(SparkSession.builder.getOrCreate(), schema, started)
         summaries.append(f"stage {stage}:\n{summary}")
         log.info("\nstage %d applied:\n%s", stage, summary)
 
+    spark = SparkSession.builder.getOrCreate()
     log.info("\n=== demo summary (rows = current rows; files, changes = applied by that stage's run) ===")
     log.info("\n".join(summaries))
+    log.info("\nschema evolution log (%s_cdc_meta.schema_evolution_log):", schema)
+    for row in spark.sql(f"select table_name, column_name, action, old_type, new_type "
+                         f"from {schema}_cdc_meta.schema_evolution_log order by applied_at").collect():
+        log.info("  %s.%s: %s %s -> %s", row.table_name, row.column_name, row.action, row.old_type or "-",
+                 row.new_type)
+    statuses = spark.sql(f"select status, count(*) as n from {schema}_current.salesdb__customer group by status")
+    log.info("salesdb__customer.status now: %s", {r.status: r.n for r in statuses.collect()})
     log.info("\nExplore: source .venv/bin/activate && dbt show --inline "
              "\"select * from {{ ref('salesdb__customer') }}\"")
     return 0
