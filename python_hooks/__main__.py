@@ -1,9 +1,9 @@
 """Command line: `python -m python_hooks <command>`.
 
-    env         print the environment dbt runs with (paths, Iceberg jar, profiles dir)
-    write-pth   install the venv start-up hook that applies those defaults
-    evolve      the schema-evolution hook alone: evolve the current-state Iceberg tables
-    run         the pipeline once: the pre-dbt hooks, then `dbt build` (extra arguments go to dbt)
+env         print the environment dbt runs with (paths, Iceberg jar, profiles dir)
+write-pth   install the venv start-up hook that applies those defaults
+evolve      the schema-evolution hook alone: evolve the current-state Iceberg tables
+run         the pipeline once: the pre-dbt hooks, then `dbt build` (extra arguments go to dbt)
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from python_hooks.pipeline import run_hooks, run_pipeline
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m python_hooks", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m python_hooks", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("command", choices=["env", "write-pth", "evolve", "run"])
     parser.add_argument("dbt_args", nargs=argparse.REMAINDER, help="passed to dbt build (run only)")
     args = parser.parse_args(argv)

@@ -11,8 +11,8 @@ with nothing exported:
 
 Values the user set win; relative paths are made absolute (Spark resolves a relative table
 location against the warehouse, not the working directory). `make` installs a `.pth` file into
-the venv (`python -m python_hooks write-pth`) that calls `apply_defaults()` at interpreter start-up, which is how a plain `dbt` in
-the activated venv sees them.
+the venv (`python -m python_hooks write-pth`) that calls `apply_defaults()` at interpreter
+start-up, which is how a plain `dbt` in the activated venv sees them.
 """
 
 from __future__ import annotations

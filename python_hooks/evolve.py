@@ -163,8 +163,7 @@ def _evolve_table(spark, table: CdcTable, cache: FooterCache, result: EvolutionR
     union = cache.union_schema(key, files)
     problems = [f"{conflict.message()} [model {table.model}, source {table.source}]" for conflict in union.conflicts]
     incoming = business_schema(union.schema, table.producer, table.timestamp_column)
-    plan = plan_schema_changes(table.relation, current_columns(spark, table.relation), incoming,
-                               table.timestamp_column)
+    plan = plan_schema_changes(table.relation, current_columns(spark, table.relation), incoming, table.timestamp_column)
     problems += [_refusal_message(refusal, table) for refusal in plan.refusals]
     if problems:
         result.problems.extend(problems)

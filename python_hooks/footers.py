@@ -97,9 +97,7 @@ def merge_fields(
     return merged
 
 
-def _merge_field(
-    old: pa.Field, new: pa.Field, file: str, conflicts: list[TypeConflict], prefix: str
-) -> pa.Field:
+def _merge_field(old: pa.Field, new: pa.Field, file: str, conflicts: list[TypeConflict], prefix: str) -> pa.Field:
     if old.type.equals(new.type):
         return old
     if pa.types.is_null(old.type):

@@ -37,13 +37,20 @@ def run_hooks(runner, common_args: Sequence[str] = ()) -> tuple[bool, list[str],
     state_dir = Path(os.environ.get("CDC_WAREHOUSE", "data/warehouse")) / "_python_hooks"
     result = evolve(spark, parsed.result, state_dir, spark.conf.get("spark.cdc.meta_schema"))
     for change in result.applied:
-        log.info("schema evolution: %s.%s %s %s -> %s", change.table, change.column, change.action,
-                 change.old_type or "-", change.new_type)
+        log.info(
+            "schema evolution: %s.%s %s %s -> %s",
+            change.table,
+            change.column,
+            change.action,
+            change.old_type or "-",
+            change.new_type,
+        )
     return result.ok, result.problems, result.blocked_models
 
 
-def run_pipeline(dbt_args: Sequence[str] = (), runner=None, hooks: bool = True,
-                 common_args: Sequence[str] = ()) -> bool:
+def run_pipeline(
+    dbt_args: Sequence[str] = (), runner=None, hooks: bool = True, common_args: Sequence[str] = ()
+) -> bool:
     """True when every step succeeded. `runner` lets a caller reuse one dbtRunner (one Spark session);
     `common_args` go to every dbt command (e.g. --project-dir, --target-path)."""
     from dbt.cli.main import dbtRunner

@@ -198,9 +198,7 @@ class _TypeParser:
     def _word(self) -> str:
         self._peek()
         start = self._pos
-        while self._pos < len(self._text) and (
-            self._text[self._pos].isalnum() or self._text[self._pos] == "_"
-        ):
+        while self._pos < len(self._text) and (self._text[self._pos].isalnum() or self._text[self._pos] == "_"):
             self._pos += 1
         if start == self._pos:
             raise _ParseError(f"expected a name at {start} in {self._text!r}")
@@ -530,15 +528,11 @@ def plan_schema_changes(
         logger.debug("%s.%s: %s vs %s: %s", table, table_name, table_type, new_type, comparison.relation)
         if comparison.relation == "promote":
             promotions.append(
-                ColumnChange(
-                    table, table_name, "promote_type", normalize_type(table_type), normalize_type(new_type)
-                )
+                ColumnChange(table, table_name, "promote_type", normalize_type(table_type), normalize_type(new_type))
             )
         elif comparison.relation == "refuse":
             refusals.append(
-                Refusal(
-                    table, table_name, normalize_type(table_type), normalize_type(new_type), comparison.reason
-                )
+                Refusal(table, table_name, normalize_type(table_type), normalize_type(new_type), comparison.reason)
             )
     return Plan(table, tuple(adds), tuple(promotions), tuple(refusals))
 

@@ -62,10 +62,8 @@ HARD_CASES: dict[str, dict[str, str]] = {
     },
     SALES_ORDER: {
         "several changes of one key in one file": "order 17: placed, shipped, delivered in stage 2",
-        "equal __source_ts_ms, ordered by offset": "order 18: placed, then cancelled in the same "
-        "millisecond (stage 2)",
-        "late older event": "order 5's 'shipped', committed before its stage-2 'delivered', "
-        "arrives in stage 3",
+        "equal __source_ts_ms, ordered by offset": "order 18: placed, then cancelled in the same millisecond (stage 2)",
+        "late older event": "order 5's 'shipped', committed before its stage-2 'delivered', arrives in stage 3",
         "duplicate delivery": "order 10's 'shipped' twice in its stage-2 file and again in stage 4 "
         "(after its stage-3 'delivered')",
         "delete of a key that never existed": "order 999 (stage 3)",
@@ -221,9 +219,7 @@ def _customer_events() -> dict[int, list[dict]]:
     clock = _Clock(2)
     # Hard case (late older event, newer change an update): this update of 29 is committed
     # before 29's seed update below but held back; stage 3 re-sends it (larger offset, older ts).
-    late_29 = topic.event(
-        None, "u", _customer(29, "Customer Name late 29", "Market segment late 29"), clock.next()
-    )
+    late_29 = topic.event(None, "u", _customer(29, "Customer Name late 29", "Market segment late 29"), clock.next())
     # Hard case (late older event, newer change a delete): committed before 28's delete below,
     # re-sent in stage 3. It must not bring 28 back.
     late_28 = topic.event(None, "u", _customer(28, "Customer Name late 28"), clock.next())
@@ -240,9 +236,7 @@ def _customer_events() -> dict[int, list[dict]]:
     # Hard case (duplicate delivery): 30's update is delivered twice in this file and again in
     # stage 3. No other change of 30 shares its __source_ts_ms: with a tie, identical content
     # could not tell a re-delivery from a later change without a source position.
-    update_30 = topic.event(
-        2, "u", _customer(30, "Customer Name update 30", "Market segment update 30"), clock.next()
-    )
+    update_30 = topic.event(2, "u", _customer(30, "Customer Name update 30", "Market segment update 30"), clock.next())
     topic.event(2, "d", _customer(27), clock.next())
     topic.event(2, "d", _customer(28), clock.next())
     topic.deliver(2, update_30)
@@ -399,9 +393,7 @@ class _EnvelopeTopic:
         self.lsn += 4_096
         self.commit_ms = commit_ms
 
-    def change(
-        self, stage: int | None, op: str, row: dict | None = None, *, before: dict | None = None
-    ) -> dict:
+    def change(self, stage: int | None, op: str, row: dict | None = None, *, before: dict | None = None) -> dict:
         """One change in the current transaction: c/u take the new row, d the key's row (or an
         explicit before-image), t nothing. Delivered in `stage`, or held back if it is None."""
         self.lsn += 152

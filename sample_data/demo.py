@@ -86,9 +86,12 @@ def main() -> int:
             written = dms.write_stage(landing, stage) + debezium.write_stage(landing, stage)
         else:
             written = evolution.mysql_status_column(landing) + evolution.dms_new_types(landing)
-            log.info("\nstage %d: the sources' schemas change: MySQL salesdb.customer gains `status` "
-                     "(set to 'Green' everywhere), CRM customer_master gains credit_limit decimal(18,4) "
-                     "and birth_date date", stage)
+            log.info(
+                "\nstage %d: the sources' schemas change: MySQL salesdb.customer gains `status` "
+                "(set to 'Green' everywhere), CRM customer_master gains credit_limit decimal(18,4) "
+                "and birth_date date",
+                stage,
+            )
         log.info("\n=== stage %d of %d: %d raw files landed under %s ===", stage, stages, len(written), landing)
         started = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) - dt.timedelta(seconds=1)
         if not run_pipeline(runner=runner):
@@ -102,14 +105,16 @@ def main() -> int:
     log.info("\n=== demo summary (rows = current rows; files, changes = applied by that stage's run) ===")
     log.info("\n".join(summaries))
     log.info("\nschema evolution log (%s_cdc_meta.schema_evolution_log):", schema)
-    for row in spark.sql(f"select table_name, column_name, action, old_type, new_type "
-                         f"from {schema}_cdc_meta.schema_evolution_log order by applied_at").collect():
-        log.info("  %s.%s: %s %s -> %s", row.table_name, row.column_name, row.action, row.old_type or "-",
-                 row.new_type)
+    for row in spark.sql(
+        f"select table_name, column_name, action, old_type, new_type "
+        f"from {schema}_cdc_meta.schema_evolution_log order by applied_at"
+    ).collect():
+        log.info("  %s.%s: %s %s -> %s", row.table_name, row.column_name, row.action, row.old_type or "-", row.new_type)
     statuses = spark.sql(f"select status, count(*) as n from {schema}_current.salesdb__customer group by status")
     log.info("salesdb__customer.status now: %s", {r.status: r.n for r in statuses.collect()})
-    log.info("\nExplore: source .venv/bin/activate && dbt show --inline "
-             "\"select * from {{ ref('salesdb__customer') }}\"")
+    log.info(
+        "\nExplore: source .venv/bin/activate && dbt show --inline \"select * from {{ ref('salesdb__customer') }}\""
+    )
     return 0
 
 

@@ -58,8 +58,16 @@ HARD_CASES = {
 FIRST = ["Ana", "Ben", "Chloe", "Dev", "Ewa", "Farid", "Grace", "Hiro", "Ines", "Jon", "Kemal", "Lena"]
 LAST = ["Silva", "Okafor", "Martin", "Patel", "Nowak", "Haddad", "Kim", "Sato", "Rossi", "Berg"]
 EMPLOYERS = ["Acme Corp", "Globex", "Initech", "Umbrella", "Hooli", "Stark Industries"]
-CITIES = [("Lisbon", "Portugal"), ("Lagos", "Nigeria"), ("Lyon", "France"), ("Pune", "India"),
-          ("Krakow", "Poland"), ("Osaka", "Japan"), ("Turin", "Italy"), ("Bergen", "Norway")]
+CITIES = [
+    ("Lisbon", "Portugal"),
+    ("Lagos", "Nigeria"),
+    ("Lyon", "France"),
+    ("Pune", "India"),
+    ("Krakow", "Poland"),
+    ("Osaka", "Japan"),
+    ("Turin", "Italy"),
+    ("Bergen", "Norway"),
+]
 
 LOAD_TIME = dt.datetime(2026, 11, 1, 8, 0, 0, tzinfo=dt.timezone.utc)
 
@@ -123,89 +131,125 @@ def _stage_files() -> list[list[RawFile]]:
     stages: list[list[RawFile]] = []
 
     # Stage 1: full load, split over two files per table as DMS does for larger tables.
-    stages.append([
-        RawFile(cm, "LOAD00000001.parquet", [Event(cm, None, LOAD_TIME, _customer(i)) for i in range(1, 11)]),
-        RawFile(cm, "LOAD00000002.parquet", [Event(cm, None, LOAD_TIME, _customer(i)) for i in range(11, 21)]),
-        RawFile(ca, "LOAD00000001.parquet", [Event(ca, None, LOAD_TIME, _address(i)) for i in range(1, 21)]),
-    ])
+    stages.append(
+        [
+            RawFile(cm, "LOAD00000001.parquet", [Event(cm, None, LOAD_TIME, _customer(i)) for i in range(1, 11)]),
+            RawFile(cm, "LOAD00000002.parquet", [Event(cm, None, LOAD_TIME, _customer(i)) for i in range(11, 21)]),
+            RawFile(ca, "LOAD00000001.parquet", [Event(ca, None, LOAD_TIME, _address(i)) for i in range(1, 21)]),
+        ]
+    )
 
     # Stage 2: the first CDC batch.
     t = _at(2, 9, 0)
     dup8 = _ev(cm, "U", t + dt.timedelta(minutes=7), _customer(8, 1))
-    stages.append([
-        RawFile(cm, "20261102-091500000.parquet", [
-            _ev(cm, "I", t, _customer(21)),
-            _ev(cm, "I", t + dt.timedelta(minutes=1), _customer(22)),
-            _ev(cm, "U", t + dt.timedelta(minutes=2), _customer(3, 1)),
-            _ev(cm, "U", t + dt.timedelta(minutes=2, seconds=30), _customer(4, 1)),
-            # several changes of one key in one file
-            _ev(cm, "U", t + dt.timedelta(minutes=3), _customer(5, 1)),
-            _ev(cm, "U", t + dt.timedelta(minutes=4), _customer(5, 2)),
-            _ev(cm, "U", t + dt.timedelta(minutes=5), _customer(5, 3)),
-            # equal last_update_time: only AR_H_CHANGE_SEQ orders them (version 2 is last)
-            _ev(cm, "U", t + dt.timedelta(minutes=6), _customer(6, 1)),
-            _ev(cm, "U", t + dt.timedelta(minutes=6), _customer(6, 2)),
-            _ev(cm, "D", t + dt.timedelta(minutes=6, seconds=30), _key_only(cm, 7)),
-            # an exact duplicate event (DMS task restart re-sends it)
-            dup8,
-            dup8,
-            # delete of a key that never existed
-            _ev(cm, "D", t + dt.timedelta(minutes=8), _key_only(cm, 999)),
-            # delete then re-insert of one key, in one file
-            _ev(cm, "D", t + dt.timedelta(minutes=9), _key_only(cm, 9)),
-            _ev(cm, "I", t + dt.timedelta(minutes=10), _customer(9, 5)),
-        ]),
-        RawFile(ca, "20261102-091500000.parquet", [
-            _ev(ca, "I", t, _address(21)),
-            _ev(ca, "I", t + dt.timedelta(minutes=1), _address(22)),
-            _ev(ca, "U", t + dt.timedelta(minutes=3), _address(3, 1)),
-            _ev(ca, "U", t + dt.timedelta(minutes=6), _address(6, 1)),
-            _ev(ca, "U", t + dt.timedelta(minutes=6), _address(6, 2)),
-            _ev(ca, "D", t + dt.timedelta(minutes=6, seconds=30), _key_only(ca, 7)),
-        ]),
-    ])
+    stages.append(
+        [
+            RawFile(
+                cm,
+                "20261102-091500000.parquet",
+                [
+                    _ev(cm, "I", t, _customer(21)),
+                    _ev(cm, "I", t + dt.timedelta(minutes=1), _customer(22)),
+                    _ev(cm, "U", t + dt.timedelta(minutes=2), _customer(3, 1)),
+                    _ev(cm, "U", t + dt.timedelta(minutes=2, seconds=30), _customer(4, 1)),
+                    # several changes of one key in one file
+                    _ev(cm, "U", t + dt.timedelta(minutes=3), _customer(5, 1)),
+                    _ev(cm, "U", t + dt.timedelta(minutes=4), _customer(5, 2)),
+                    _ev(cm, "U", t + dt.timedelta(minutes=5), _customer(5, 3)),
+                    # equal last_update_time: only AR_H_CHANGE_SEQ orders them (version 2 is last)
+                    _ev(cm, "U", t + dt.timedelta(minutes=6), _customer(6, 1)),
+                    _ev(cm, "U", t + dt.timedelta(minutes=6), _customer(6, 2)),
+                    _ev(cm, "D", t + dt.timedelta(minutes=6, seconds=30), _key_only(cm, 7)),
+                    # an exact duplicate event (DMS task restart re-sends it)
+                    dup8,
+                    dup8,
+                    # delete of a key that never existed
+                    _ev(cm, "D", t + dt.timedelta(minutes=8), _key_only(cm, 999)),
+                    # delete then re-insert of one key, in one file
+                    _ev(cm, "D", t + dt.timedelta(minutes=9), _key_only(cm, 9)),
+                    _ev(cm, "I", t + dt.timedelta(minutes=10), _customer(9, 5)),
+                ],
+            ),
+            RawFile(
+                ca,
+                "20261102-091500000.parquet",
+                [
+                    _ev(ca, "I", t, _address(21)),
+                    _ev(ca, "I", t + dt.timedelta(minutes=1), _address(22)),
+                    _ev(ca, "U", t + dt.timedelta(minutes=3), _address(3, 1)),
+                    _ev(ca, "U", t + dt.timedelta(minutes=6), _address(6, 1)),
+                    _ev(ca, "U", t + dt.timedelta(minutes=6), _address(6, 2)),
+                    _ev(ca, "D", t + dt.timedelta(minutes=6, seconds=30), _key_only(ca, 7)),
+                ],
+            ),
+        ]
+    )
 
     # Stage 3: a normal file, and a late file with OLDER changes, named before it.
     t3 = _at(3, 10, 0)
-    stages.append([
-        RawFile(cm, "20261103-101000000.parquet", [
-            _ev(cm, "U", t3, _customer(11, 1)),
-            _ev(cm, "D", t3 + dt.timedelta(minutes=1), _key_only(cm, 10)),
-            _ev(cm, "U", t3 + dt.timedelta(minutes=2), _customer(12, 1)),
-            Event(cm, dup8.op, dup8.commit_ts, dict(dup8.row)),  # re-delivered duplicate
-        ]),
-        RawFile(cm, "20261102-093000000.parquet", [
-            # committed on day 2 between the stage-2 changes, delivered only now
-            _ev(cm, "U", t + dt.timedelta(minutes=2, seconds=45), _customer(5, 9)),  # older than 5's v3
-            _ev(cm, "U", t + dt.timedelta(minutes=6, seconds=10), _customer(7, 9)),  # older than 7's delete
-            _ev(cm, "D", t + dt.timedelta(minutes=1, seconds=30), _key_only(cm, 3)),  # older than 3's update
-            _ev(cm, "U", t + dt.timedelta(minutes=11), _customer(13, 1)),  # late but the newest for 13
-        ]),
-        RawFile(ca, "20261103-101000000.parquet", [
-            _ev(ca, "U", t3, _address(11, 1)),
-            _ev(ca, "D", t3 + dt.timedelta(minutes=1), _key_only(ca, 10)),
-            _ev(ca, "D", t3 + dt.timedelta(minutes=2), _key_only(ca, 998)),
-            _ev(ca, "I", t3 + dt.timedelta(minutes=3), _address(23)),
-        ]),
-    ])
+    stages.append(
+        [
+            RawFile(
+                cm,
+                "20261103-101000000.parquet",
+                [
+                    _ev(cm, "U", t3, _customer(11, 1)),
+                    _ev(cm, "D", t3 + dt.timedelta(minutes=1), _key_only(cm, 10)),
+                    _ev(cm, "U", t3 + dt.timedelta(minutes=2), _customer(12, 1)),
+                    Event(cm, dup8.op, dup8.commit_ts, dict(dup8.row)),  # re-delivered duplicate
+                ],
+            ),
+            RawFile(
+                cm,
+                "20261102-093000000.parquet",
+                [
+                    # committed on day 2 between the stage-2 changes, delivered only now
+                    _ev(cm, "U", t + dt.timedelta(minutes=2, seconds=45), _customer(5, 9)),  # older than 5's v3
+                    _ev(cm, "U", t + dt.timedelta(minutes=6, seconds=10), _customer(7, 9)),  # older than 7's delete
+                    _ev(cm, "D", t + dt.timedelta(minutes=1, seconds=30), _key_only(cm, 3)),  # older than 3's update
+                    _ev(cm, "U", t + dt.timedelta(minutes=11), _customer(13, 1)),  # late but the newest for 13
+                ],
+            ),
+            RawFile(
+                ca,
+                "20261103-101000000.parquet",
+                [
+                    _ev(ca, "U", t3, _address(11, 1)),
+                    _ev(ca, "D", t3 + dt.timedelta(minutes=1), _key_only(ca, 10)),
+                    _ev(ca, "D", t3 + dt.timedelta(minutes=2), _key_only(ca, 998)),
+                    _ev(ca, "I", t3 + dt.timedelta(minutes=3), _address(23)),
+                ],
+            ),
+        ]
+    )
 
     # Stage 4: re-insert of a key deleted in an earlier batch, more changes.
     t4 = _at(4, 11, 0)
-    stages.append([
-        RawFile(cm, "20261104-110500000.parquet", [
-            _ev(cm, "I", t4, _customer(10, 7)),
-            _ev(cm, "I", t4 + dt.timedelta(minutes=1), _customer(23)),
-            _ev(cm, "U", t4 + dt.timedelta(minutes=2), _customer(21, 1)),
-            _ev(cm, "D", t4 + dt.timedelta(minutes=3), _key_only(cm, 22)),
-            _ev(cm, "U", t4 + dt.timedelta(minutes=4), _customer(1, 1)),
-        ]),
-        RawFile(ca, "20261104-110500000.parquet", [
-            _ev(ca, "I", t4, _address(10, 7)),
-            _ev(ca, "U", t4 + dt.timedelta(minutes=2), _address(21, 1)),
-            _ev(ca, "D", t4 + dt.timedelta(minutes=3), _key_only(ca, 22)),
-            _ev(ca, "U", t4 + dt.timedelta(minutes=4), _address(1, 1)),
-        ]),
-    ])
+    stages.append(
+        [
+            RawFile(
+                cm,
+                "20261104-110500000.parquet",
+                [
+                    _ev(cm, "I", t4, _customer(10, 7)),
+                    _ev(cm, "I", t4 + dt.timedelta(minutes=1), _customer(23)),
+                    _ev(cm, "U", t4 + dt.timedelta(minutes=2), _customer(21, 1)),
+                    _ev(cm, "D", t4 + dt.timedelta(minutes=3), _key_only(cm, 22)),
+                    _ev(cm, "U", t4 + dt.timedelta(minutes=4), _customer(1, 1)),
+                ],
+            ),
+            RawFile(
+                ca,
+                "20261104-110500000.parquet",
+                [
+                    _ev(ca, "I", t4, _address(10, 7)),
+                    _ev(ca, "U", t4 + dt.timedelta(minutes=2), _address(21, 1)),
+                    _ev(ca, "D", t4 + dt.timedelta(minutes=3), _key_only(ca, 22)),
+                    _ev(ca, "U", t4 + dt.timedelta(minutes=4), _address(1, 1)),
+                ],
+            ),
+        ]
+    )
     _assign_sequences(stages)
     return stages
 

@@ -77,14 +77,27 @@ def mysql_status_column(landing: Path) -> list[Path]:
     records, _ = _topic_rows(debezium.topic_dir(landing, debezium.CUSTOMER))
     current = _current_rows(records, "id")
     ts = int(DDL_TIME.timestamp() * 1000)
-    schema = pa.schema([
-        pa.field("id", pa.int32(), nullable=False), pa.field("name", pa.string()),
-        pa.field("mktsegment", pa.string()), pa.field("status", pa.string()),
-        pa.field("__op", pa.string()), pa.field("__source_ts_ms", pa.int64()), pa.field("__deleted", pa.string()),
-    ])
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int32(), nullable=False),
+            pa.field("name", pa.string()),
+            pa.field("mktsegment", pa.string()),
+            pa.field("status", pa.string()),
+            pa.field("__op", pa.string()),
+            pa.field("__source_ts_ms", pa.int64()),
+            pa.field("__deleted", pa.string()),
+        ]
+    )
     rows = [
-        {"id": row["id"], "name": row["name"], "mktsegment": row["mktsegment"], "status": "Green",
-         "__op": "u", "__source_ts_ms": ts + i, "__deleted": "false"}
+        {
+            "id": row["id"],
+            "name": row["name"],
+            "mktsegment": row["mktsegment"],
+            "status": "Green",
+            "__op": "u",
+            "__source_ts_ms": ts + i,
+            "__deleted": "false",
+        }
         for i, row in enumerate(sorted(current.values(), key=lambda r: r["id"]))
     ]
     return _write_flat(landing, debezium.CUSTOMER, rows, schema, "id")
@@ -92,18 +105,40 @@ def mysql_status_column(landing: Path) -> list[Path]:
 
 def mysql_order_customer_bigint(landing: Path) -> list[Path]:
     """`ALTER TABLE sales_order MODIFY customer_id BIGINT`, then a new order and an update."""
-    schema = pa.schema([
-        pa.field("order_id", pa.int64(), nullable=False), pa.field("customer_id", pa.int64()),
-        pa.field("order_ts", debezium.TIMESTAMP_MS), pa.field("amount", pa.decimal128(12, 2)),
-        pa.field("order_status", pa.string()),
-        pa.field("__op", pa.string()), pa.field("__source_ts_ms", pa.int64()), pa.field("__deleted", pa.string()),
-    ])
+    schema = pa.schema(
+        [
+            pa.field("order_id", pa.int64(), nullable=False),
+            pa.field("customer_id", pa.int64()),
+            pa.field("order_ts", debezium.TIMESTAMP_MS),
+            pa.field("amount", pa.decimal128(12, 2)),
+            pa.field("order_status", pa.string()),
+            pa.field("__op", pa.string()),
+            pa.field("__source_ts_ms", pa.int64()),
+            pa.field("__deleted", pa.string()),
+        ]
+    )
     ts = int(DDL_TIME.timestamp() * 1000) + 5_000
     rows = [
-        {"order_id": 900, "customer_id": 3_000_000_000, "order_ts": DDL_TIME, "amount": Decimal("12.50"),
-         "order_status": "placed", "__op": "c", "__source_ts_ms": ts, "__deleted": "false"},
-        {"order_id": 900, "customer_id": 3_000_000_000, "order_ts": DDL_TIME, "amount": Decimal("12.50"),
-         "order_status": "shipped", "__op": "u", "__source_ts_ms": ts + 1, "__deleted": "false"},
+        {
+            "order_id": 900,
+            "customer_id": 3_000_000_000,
+            "order_ts": DDL_TIME,
+            "amount": Decimal("12.50"),
+            "order_status": "placed",
+            "__op": "c",
+            "__source_ts_ms": ts,
+            "__deleted": "false",
+        },
+        {
+            "order_id": 900,
+            "customer_id": 3_000_000_000,
+            "order_ts": DDL_TIME,
+            "amount": Decimal("12.50"),
+            "order_status": "shipped",
+            "__op": "u",
+            "__source_ts_ms": ts + 1,
+            "__deleted": "false",
+        },
     ]
     return _write_flat(landing, debezium.SALES_ORDER, rows, schema, "order_id")
 
@@ -141,29 +176,43 @@ def dms_new_types(landing: Path) -> list[Path]:
 def dms_upper_case_country(landing: Path) -> list[Path]:
     """A CDC file whose `country` column is spelled `COUNTRY` (a replication task re-created)."""
     ts = [DDL_TIME + dt.timedelta(minutes=5 + i) for i in range(2)]
-    return [_dms_file(landing, "customer_address", "20261106-093000000.parquet", {
-        "Op": pa.array(["U", "I"]),
-        "last_update_time": pa.array(ts, dms.TIMESTAMP),
-        "customer_id": pa.array([2, 24], pa.int64()),
-        "city": pa.array(["Porto", "Nairobi"]),
-        "COUNTRY": pa.array(["Portugal", "Kenya"]),
-        "row_audit_ts": pa.array(ts, dms.TIMESTAMP),
-        "AR_H_CHANGE_SEQ": pa.array([_seq(t, 910 + i) for i, t in enumerate(ts)]),
-    })]
+    return [
+        _dms_file(
+            landing,
+            "customer_address",
+            "20261106-093000000.parquet",
+            {
+                "Op": pa.array(["U", "I"]),
+                "last_update_time": pa.array(ts, dms.TIMESTAMP),
+                "customer_id": pa.array([2, 24], pa.int64()),
+                "city": pa.array(["Porto", "Nairobi"]),
+                "COUNTRY": pa.array(["Portugal", "Kenya"]),
+                "row_audit_ts": pa.array(ts, dms.TIMESTAMP),
+                "AR_H_CHANGE_SEQ": pa.array([_seq(t, 910 + i) for i, t in enumerate(ts)]),
+            },
+        )
+    ]
 
 
 def dms_city_becomes_int(landing: Path) -> list[Path]:
     """`city` arrives as an integer (a broken source change): the table must stop, nothing else."""
     ts = DDL_TIME + dt.timedelta(minutes=20)
-    return [_dms_file(landing, "customer_address", "20261106-100000000.parquet", {
-        "Op": pa.array(["U"]),
-        "last_update_time": pa.array([ts], dms.TIMESTAMP),
-        "customer_id": pa.array([3], pa.int64()),
-        "city": pa.array([75001], pa.int32()),
-        "country": pa.array(["France"]),
-        "row_audit_ts": pa.array([ts], dms.TIMESTAMP),
-        "AR_H_CHANGE_SEQ": pa.array([_seq(ts, 920)]),
-    })]
+    return [
+        _dms_file(
+            landing,
+            "customer_address",
+            "20261106-100000000.parquet",
+            {
+                "Op": pa.array(["U"]),
+                "last_update_time": pa.array([ts], dms.TIMESTAMP),
+                "customer_id": pa.array([3], pa.int64()),
+                "city": pa.array([75001], pa.int32()),
+                "country": pa.array(["France"]),
+                "row_audit_ts": pa.array([ts], dms.TIMESTAMP),
+                "AR_H_CHANGE_SEQ": pa.array([_seq(ts, 920)]),
+            },
+        )
+    ]
 
 
 HOSTILE = ["loyalty tier", "select", "odd`name", "größe"]
@@ -173,13 +222,20 @@ def dms_hostile_names(landing: Path) -> list[Path]:
     """New columns whose names are legal at the source and hostile in SQL."""
     ts = DDL_TIME + dt.timedelta(minutes=30)
     customer = dms._customer(4, 3)
-    return [_dms_file(landing, "customer_master", "20261106-103000000.parquet", {
-        "Op": pa.array(["U"]),
-        "last_update_time": pa.array([ts], dms.TIMESTAMP),
-        **{name: pa.array([customer[name]], typ) for name, typ in dms.TABLES["customer_master"].items()},
-        "loyalty tier": pa.array(["gold"]),
-        "select": pa.array([7], pa.int32()),
-        "odd`name": pa.array([True]),
-        "größe": pa.array([1.5], pa.float64()),
-        "AR_H_CHANGE_SEQ": pa.array([_seq(ts, 930)]),
-    })]
+    return [
+        _dms_file(
+            landing,
+            "customer_master",
+            "20261106-103000000.parquet",
+            {
+                "Op": pa.array(["U"]),
+                "last_update_time": pa.array([ts], dms.TIMESTAMP),
+                **{name: pa.array([customer[name]], typ) for name, typ in dms.TABLES["customer_master"].items()},
+                "loyalty tier": pa.array(["gold"]),
+                "select": pa.array([7], pa.int32()),
+                "odd`name": pa.array([True]),
+                "größe": pa.array([1.5], pa.float64()),
+                "AR_H_CHANGE_SEQ": pa.array([_seq(ts, 930)]),
+            },
+        )
+    ]

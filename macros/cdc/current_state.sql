@@ -20,7 +20,13 @@
         post_hook="{{ cdc_finish_batch() }}",
     ) }}
     {%- set events = ref(staging_model) -%}
-    {%- if execute -%}
+    {%- if execute and model.resource_type == 'unit_test' -%}
+        {#- A dbt unit test: the merge rules over the given rows, as the table the run leaves
+            (`ref(staging_model)` = the batch with _cdc_row_hash, `this` = the table before it). -#}
+        {%- set empty_table = '(select * from ' ~ events ~ ' where false)' -%}
+        {%- set table_before = this if this is not none and is_incremental() else empty_table %}
+{{ cdc_merge_result_sql(table_before, events, cdc_unit_test_tombstones(), cdc_key_columns(unique_key, model.name)) }}
+    {%- elif execute -%}
         {%- set full_build = not is_incremental() -%}
         {%- set batch = cdc_stage_batch(this, events, full_build) -%}
 select

@@ -63,80 +63,8 @@
     {%- do cdc_validate_batch(target, batch_events, keys) -%}
 
     {#- 3. Last change per key, minus changes older than the key's tombstone or a truncate. -#}
-    {%- set key_list -%}
-        {% for key in keys %}{{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %}
-    {%- endset -%}
-    {%- set key_json -%}
-        to_json(named_struct({% for key in keys %}{{ cdc_sql_string(key) }}, {{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %}))
-    {%- endset -%}
-    {%- set changes_sql -%}
-        with
-
-        events as (
-
-            select * from {{ batch_events }}
-
-        ),
-
-        ranked as (
-
-            select
-                events.*,
-                row_number() over (
-                    partition by {{ key_list }}
-                    order by events._cdc_ts desc, events._cdc_seq desc, events._cdc_source_file desc
-                ) as _cdc_change_rank
-            from events
-            where events._cdc_op <> 'T'
-
-        ),
-
-        latest as (
-
-            select
-                ranked.*,
-                {{ key_json }} as _cdc_key_json
-            from ranked
-            where ranked._cdc_change_rank = 1
-
-        ),
-
-        tombstones as (
-
-            select
-                key_json,
-                max(struct(_cdc_ts, _cdc_seq)) as newest
-            from {{ tombstone_table }}
-            where model_name = {{ model_name }}
-            group by key_json
-
-        ),
-
-        truncated as (
-
-            select max(struct(_cdc_ts, _cdc_seq)) as newest
-            from (
-                select _cdc_ts, _cdc_seq from events where _cdc_op = 'T'
-                union all
-                select _cdc_ts, _cdc_seq from {{ tombstone_table }}
-                where model_name = {{ model_name }} and key_json = '*'
-            )
-
-        )
-
-        select latest.*
-        from latest
-        cross join truncated
-        left join tombstones
-            on latest._cdc_key_json = tombstones.key_json
-        where
-            (truncated.newest is null or {{ cdc_is_newer('latest', 'truncated.newest') }})
-            and (
-                tombstones.key_json is null
-                or latest._cdc_op = 'D'
-                or {{ cdc_is_newer('latest', 'tombstones.newest') }}
-            )
-    {%- endset -%}
+    {%- set tombstones = '(select * from ' ~ tombstone_table ~ ' where model_name = ' ~ model_name ~ ')' -%}
+    {%- set changes_sql = cdc_batch_changes_sql(batch_events, tombstones, keys) -%}
     {%- do run_query('cache table ' ~ changes ~ ' as ' ~ changes_sql) -%}
 
     {#- 4. Tombstones before the target: if the MERGE then fails, a rerun re-applies the same
@@ -170,22 +98,7 @@
     {#- 5. Only the changes that change something: newer than the row they touch, and not the same
            event again (same commit time and same content: a re-delivery with a new position).
            An Iceberg MERGE commits even when no row changes, so an empty set skips it. -#}
-    {%- set effective_sql -%}
-        select changes.*
-        from {{ changes }} as changes
-        left join (select {{ key_list }}, _cdc_op, _cdc_ts, _cdc_seq, _cdc_row_hash from {{ target }}) as current_rows
-            on {% for key in keys %}changes.{{ cdc_quote(key) }} = current_rows.{{ cdc_quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
-        where
-            case
-                when current_rows._cdc_ts is null then changes._cdc_op <> 'D'
-                else {{ cdc_is_newer('changes', 'current_rows') }}
-                    and not (
-                        changes._cdc_op = current_rows._cdc_op
-                        and changes._cdc_ts = current_rows._cdc_ts
-                        and changes._cdc_row_hash = current_rows._cdc_row_hash
-                    )
-            end
-    {%- endset -%}
+    {%- set effective_sql = cdc_effective_changes_sql(changes, target, keys) -%}
     {%- do run_query('cache table ' ~ effective ~ ' as ' ~ effective_sql) -%}
     {%- if run_query('select count(*) from ' ~ effective).columns[0].values()[0] == 0 -%}
         {{ return(noop) }}
@@ -265,3 +178,149 @@ when not matched and s._cdc_op <> 'D' then insert (
             ~ "\nFix or remove the file(s) in the landing folder and run again; the other tables are not affected.") }}
     {%- endif -%}
 {% endmacro %}
+
+
+{% macro cdc_batch_changes_sql(events, tombstones, keys) %}
+    {#- Step 3 of the merge, as one query: the last change per key of the batch `events`, minus the
+        changes older than the key's tombstone or a truncate. `tombstones` holds this model's rows
+        of cdc_tombstones (key_json, _cdc_ts, _cdc_seq). -#}
+    {%- set key_list -%}
+        {% for key in keys %}{{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %}
+    {%- endset -%}
+    {%- set key_json -%}
+        to_json(named_struct({% for key in keys %}{{ cdc_sql_string(key) }}, {{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %}))
+    {%- endset %}
+        with
+
+        events as (
+
+            select * from {{ events }}
+
+        ),
+
+        ranked as (
+
+            select
+                events.*,
+                row_number() over (
+                    partition by {{ key_list }}
+                    order by events._cdc_ts desc, events._cdc_seq desc, events._cdc_source_file desc
+                ) as _cdc_change_rank
+            from events
+            where events._cdc_op <> 'T'
+
+        ),
+
+        latest as (
+
+            select
+                ranked.*,
+                {{ key_json }} as _cdc_key_json
+            from ranked
+            where ranked._cdc_change_rank = 1
+
+        ),
+
+        tombstones as (
+
+            select
+                key_json,
+                max(struct(_cdc_ts, _cdc_seq)) as newest
+            from {{ tombstones }}
+            group by key_json
+
+        ),
+
+        truncated as (
+
+            select max(struct(_cdc_ts, _cdc_seq)) as newest
+            from (
+                select _cdc_ts, _cdc_seq from events where _cdc_op = 'T'
+                union all
+                select _cdc_ts, _cdc_seq from {{ tombstones }}
+                where key_json = '*'
+            )
+
+        )
+
+        select latest.*
+        from latest
+        cross join truncated
+        left join tombstones
+            on latest._cdc_key_json = tombstones.key_json
+        where
+            (truncated.newest is null or {{ cdc_is_newer('latest', 'truncated.newest') }})
+            and (
+                tombstones.key_json is null
+                or latest._cdc_op = 'D'
+                or {{ cdc_is_newer('latest', 'tombstones.newest') }}
+            )
+{% endmacro %}
+
+
+{% macro cdc_effective_changes_sql(changes, current_rows, keys) %}
+    {#- Step 5 of the merge: the changes that change something, newer than the row they touch and
+        not the same event again. -#}
+    {%- set key_list -%}
+        {% for key in keys %}{{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %}
+    {%- endset %}
+        select changes.*
+        from {{ changes }} as changes
+        left join (select {{ key_list }}, _cdc_op, _cdc_ts, _cdc_seq, _cdc_row_hash from {{ current_rows }}) as current_rows
+            on {% for key in keys %}changes.{{ cdc_quote(key) }} = current_rows.{{ cdc_quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
+        where
+            case
+                when current_rows._cdc_ts is null then changes._cdc_op <> 'D'
+                else {{ cdc_is_newer('changes', 'current_rows') }}
+                    and not (
+                        changes._cdc_op = current_rows._cdc_op
+                        and changes._cdc_ts = current_rows._cdc_ts
+                        and changes._cdc_row_hash = current_rows._cdc_row_hash
+                    )
+            end
+{% endmacro %}
+
+
+{% macro cdc_merge_result_sql(current_rows, events, tombstones, keys) %}
+    {#- The table a run leaves, as a query: what the MERGE of steps 3-6 does to `current_rows`
+        (delete, update, insert), for dbt unit tests of the merge rules. `current_rows` has the
+        batch's columns, in the batch's order (rows are unioned by position); the two helper
+        columns of step 3 come along. Truncates are out of scope. -#}
+        with
+
+        effective as (
+
+            {{ cdc_effective_changes_sql('(' ~ cdc_batch_changes_sql(events, tombstones, keys) ~ ')', current_rows, keys) }}
+
+        ),
+
+        untouched as (
+
+            select
+                current_rows.*,
+                cast(null as int) as _cdc_change_rank,
+                cast(null as string) as _cdc_key_json
+            from {{ current_rows }} as current_rows
+            left anti join effective
+                on {% for key in keys %}current_rows.{{ cdc_quote(key) }} = effective.{{ cdc_quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
+
+        ),
+
+        upserted as (
+
+            select *
+            from effective
+            where _cdc_op <> 'D'
+
+        )
+
+        select * from untouched
+        union all
+        select * from upserted
+{% endmacro %}
+
+
+{% macro cdc_unit_test_tombstones() -%}
+    {#- The cdc_tombstones rows a unit test starts from: none (a unit test overrides this macro). -#}
+    {{ return("(select cast(null as string) as key_json, cast(null as timestamp) as _cdc_ts, cast(null as string) as _cdc_seq where false)") }}
+{%- endmacro %}

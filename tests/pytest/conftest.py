@@ -66,8 +66,7 @@ def spark(dbt: Dbt, tmp_path_factory: pytest.TempPathFactory):
     """The SparkSession dbt created (one per pytest run)."""
     from pyspark.sql import SparkSession
 
-    result = dbt("run-operation", "cdc_create_meta_tables", landing=tmp_path_factory.mktemp("none"),
-                 schema="bootstrap")
+    result = dbt("run-operation", "cdc_create_meta_tables", landing=tmp_path_factory.mktemp("none"), schema="bootstrap")
     assert result.success, result.exception
     session = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
     assert session.conf.get("spark.sql.catalog.spark_catalog") == "org.apache.iceberg.spark.SparkSessionCatalog"
@@ -124,8 +123,9 @@ def snapshot_ids(spark, relation: str) -> list[int]:
 Check = Callable[..., None]
 
 
-def record_stages(dbt, spark, landing: Path, schema: str, write_stage, stages: int, actual, expected,
-                  select: Sequence[str] = ()) -> dict:
+def record_stages(
+    dbt, spark, landing: Path, schema: str, write_stage, stages: int, actual, expected, select: Sequence[str] = ()
+) -> dict:
     """Land each stage, run dbt, and record {stage: {success, actual, expected}} per table.
 
     `actual(spark, schema)` and `expected(landing)` return {table: {key: row}}."""

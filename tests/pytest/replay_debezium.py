@@ -33,9 +33,7 @@ def read_events(topic_dir: Path) -> list[dict]:
         start = int(path.name.rsplit("+", 1)[1].split(".", 1)[0])
         # ParquetFile reads the file alone: no `partition` column from the hive-style folder name.
         for index, record in enumerate(pq.ParquetFile(path).read().to_pylist()):
-            events.append(
-                {"partition": partition, "offset": start + index, "file": path.name, "record": record}
-            )
+            events.append({"partition": partition, "offset": start + index, "file": path.name, "record": record})
     return events
 
 

@@ -19,7 +19,9 @@ SELECT = ("--select", "staging.salesdb", "staging.inventory", "current_state.sal
 MODELS = {
     "mysql.salesdb.customer": ("salesdb__customer", ["id", "name", "mktsegment"]),
     "mysql.salesdb.sales_order": (
-        "salesdb__sales_order", ["order_id", "customer_id", "order_ts", "amount", "order_status"]),
+        "salesdb__sales_order",
+        ["order_id", "customer_id", "order_ts", "amount", "order_status"],
+    ),
     "pg.inventory.product": ("inventory__product", ["product_id", "name", "price", "in_stock"]),
 }
 
@@ -30,8 +32,9 @@ def relation(schema: str, model: str) -> str:
 
 def all_actual(spark, schema: str) -> dict:
     return {
-        topic: table_rows(spark, relation(schema, model), debezium.TOPICS[topic]["key"],
-                          [*columns, "_cdc_op", "_cdc_ts"])
+        topic: table_rows(
+            spark, relation(schema, model), debezium.TOPICS[topic]["key"], [*columns, "_cdc_op", "_cdc_ts"]
+        )
         for topic, (model, columns) in MODELS.items()
     }
 
@@ -47,8 +50,9 @@ def all_expected(landing: Path) -> dict:
 def lake(dbt, spark, tmp_path_factory):
     landing = tmp_path_factory.mktemp("debezium_landing")
     schema = "debezium_lake"
-    stages = record_stages(dbt, spark, landing, schema, debezium.write_stage, debezium.STAGES,
-                           all_actual, all_expected, select=SELECT)
+    stages = record_stages(
+        dbt, spark, landing, schema, debezium.write_stage, debezium.STAGES, all_actual, all_expected, select=SELECT
+    )
     return {"landing": landing, "schema": schema, "stages": stages}
 
 
@@ -58,8 +62,7 @@ def test_each_stage_equals_replay(lake, stage):
 
 
 def test_seed_scenario_by_value(lake, spark):
-    customers = table_rows(spark, relation(lake["schema"], "salesdb__customer"), ["id"],
-                           ["id", "name", "mktsegment"])
+    customers = table_rows(spark, relation(lake["schema"], "salesdb__customer"), ["id"], ["id", "name", "mktsegment"])
     assert len(customers) == 30
     assert max(k[0] for k in customers) == 32
     assert (27,) not in customers and (28,) not in customers
@@ -83,8 +86,11 @@ def test_redelivered_file_changes_nothing(lake, dbt, spark):
     shutil.copy(first, folder / "mysql.salesdb.customer+0+0000009000.snappy.parquet")
     assert dbt("run", *SELECT, landing=landing, schema=schema).success
     assert snapshot_ids(spark, model) == before
-    assert_same_table(all_actual(spark, schema)["mysql.salesdb.customer"],
-                      all_expected(landing)["mysql.salesdb.customer"], "re-delivered file")
+    assert_same_table(
+        all_actual(spark, schema)["mysql.salesdb.customer"],
+        all_expected(landing)["mysql.salesdb.customer"],
+        "re-delivered file",
+    )
 
 
 def test_one_topic_alone_file_by_file(dbt, spark, schema, tmp_path):
@@ -99,5 +105,8 @@ def test_one_topic_alone_file_by_file(dbt, spark, schema, tmp_path):
             destination.mkdir(parents=True, exist_ok=True)
             shutil.copy(path, destination / path.name)
             assert dbt("run", *SELECT, landing=only, schema=schema).success
-            assert_same_table(all_actual(spark, schema)[topic],
-                              replay_topic(debezium.topic_dir(only, topic), "flat", ["id"]), f"after {path.name}")
+            assert_same_table(
+                all_actual(spark, schema)[topic],
+                replay_topic(debezium.topic_dir(only, topic), "flat", ["id"]),
+                f"after {path.name}",
+            )

@@ -52,8 +52,9 @@ def lake(dbt, spark, tmp_path_factory):
     """All DMS stages landed one by one, with a dbt run after each; per-stage results recorded."""
     landing = tmp_path_factory.mktemp("dms_landing")
     schema = "dms_lake"
-    stages = record_stages(dbt, spark, landing, schema, dms.write_stage, dms.STAGES, all_actual, all_expected,
-                           select=SELECT)
+    stages = record_stages(
+        dbt, spark, landing, schema, dms.write_stage, dms.STAGES, all_actual, all_expected, select=SELECT
+    )
     return {"landing": landing, "schema": schema, "stages": stages}
 
 
@@ -107,9 +108,12 @@ def test_full_refresh_rebuilds_the_same_state(lake, dbt, spark):
     schema, landing = lake["schema"], lake["landing"]
     assert dbt("run", "--full-refresh", *SELECT, landing=landing, schema=schema).success
     assert_matches_replay(spark, schema, landing, "full refresh")
-    files = {r[0] for r in spark.sql(
-        f"select file_name from {schema}_cdc_meta.cdc_file_ledger where model_name = 'crm__customer_master'"
-    ).collect()}
+    files = {
+        r[0]
+        for r in spark.sql(
+            f"select file_name from {schema}_cdc_meta.cdc_file_ledger where model_name = 'crm__customer_master'"
+        ).collect()
+    }
     assert files == {p.name for p in (landing / "dms" / "crm" / "customer_master").glob("*.parquet")}
     # the next run after a rebuild reads nothing again
     before = snapshot_ids(spark, current(schema, "customer_master"))
@@ -118,8 +122,8 @@ def test_full_refresh_rebuilds_the_same_state(lake, dbt, spark):
 
 
 def test_empty_landing_builds_empty_tables(dbt, spark, schema, tmp_path):
-    """Every model (no selection): sources without files give empty tables, not a failed run."""
-    assert dbt("run", landing=tmp_path, schema=schema).success
+    """Every model, snapshot and test (no selection): sources without files give empty tables."""
+    assert dbt("build", landing=tmp_path, schema=schema).success
     for table in dms.TABLES:
         assert spark.table(current(schema, table)).count() == 0
         names = [f.name for f in spark.table(current(schema, table)).schema.fields]
@@ -137,8 +141,9 @@ def test_one_table_folder_alone_run_after_run(dbt, spark, schema, tmp_path):
             if path.parent.name == "customer_master":
                 shutil.copy(path, target / path.name)
                 assert dbt("run", *SELECT, landing=only, schema=schema).success
-                assert_same_table(actual_state(spark, schema, "customer_master"),
-                                  replay(target, KEY), f"after {path.name}")
+                assert_same_table(
+                    actual_state(spark, schema, "customer_master"), replay(target, KEY), f"after {path.name}"
+                )
     assert spark.table(current(schema, "customer_address")).count() == 0
 
 
@@ -160,8 +165,11 @@ def test_bad_file_is_refused_and_nothing_is_damaged(dbt, spark, schema, tmp_path
     messages = " ".join(str(r.message) for r in result.result.results if r.message)
     assert bad.name in messages and "customer_id" in messages and "crm__customer_address" in messages
     # the other table took stage 3; the refused one is exactly as before, with no new commit
-    assert_same_table(actual_state(spark, schema, "customer_master"),
-                      expected_state(tmp_path, "customer_master"), "customer_master next to a bad file")
+    assert_same_table(
+        actual_state(spark, schema, "customer_master"),
+        expected_state(tmp_path, "customer_master"),
+        "customer_master next to a bad file",
+    )
     assert actual_state(spark, schema, "customer_address") == address_before
     assert snapshot_ids(spark, current(schema, "customer_address")) == snapshots_before
 

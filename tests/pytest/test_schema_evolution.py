@@ -45,8 +45,9 @@ def assert_dms_matches(spark, schema: str, landing: Path, table: str) -> None:
     relation = f"{schema}_current.crm__{table}"
     columns = business_columns(spark, relation) + ["_cdc_op", "_cdc_ts"]
     expected = replay(landing / "dms" / "crm" / table, ["customer_id"])
-    assert_same_table(table_rows(spark, relation, ["customer_id"], columns),
-                      with_all_columns(expected, columns), relation)
+    assert_same_table(
+        table_rows(spark, relation, ["customer_id"], columns), with_all_columns(expected, columns), relation
+    )
 
 
 def test_seed_status_column(dbt, spark, schema, tmp_path):
@@ -65,7 +66,8 @@ def test_seed_status_column(dbt, spark, schema, tmp_path):
     expected = replay_topic(debezium.topic_dir(tmp_path, debezium.CUSTOMER), "flat", ["id"])
     assert_same_table(rows, with_all_columns(expected, list(next(iter(rows.values())))), "status evolution")
     assert (f"`{schema}_current`.`salesdb__customer`", "status", "add_column", None, "string") in evolution_log(
-        spark, schema)
+        spark, schema
+    )
 
 
 def test_new_decimal_and_date_columns_and_an_upper_case_spelling(dbt, spark, schema, tmp_path):
@@ -120,7 +122,8 @@ def test_promotion_applies_and_a_refusal_stops_only_its_table(dbt, spark, schema
     columns = ["order_id", "customer_id", "order_ts", "amount", "order_status", "_cdc_op", "_cdc_ts"]
     assert_same_table(table_rows(spark, orders, ["order_id"], columns), expected, "int -> bigint")
     assert (f"`{schema}_current`.`salesdb__sales_order`", "customer_id", "promote_type", "int", "bigint") in (
-        evolution_log(spark, schema))
+        evolution_log(spark, schema)
+    )
     assert_dms_matches(spark, schema, tmp_path, "customer_master")  # the other tables built
 
 

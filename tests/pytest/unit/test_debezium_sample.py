@@ -222,9 +222,7 @@ def test_envelope_schema(landing: Path) -> None:
 def test_stage_one_is_the_snapshot(landing_upto: Callable[[int], Path], topic: str) -> None:
     first = events(landing_upto(1), topic)
     assert first and {e["op"] for e in first} == {"r"}
-    later = [
-        e for e in events(landing_upto(STAGES), topic) if e["content"] not in {f["content"] for f in first}
-    ]
+    later = [e for e in events(landing_upto(STAGES), topic) if e["content"] not in {f["content"] for f in first}]
     assert later and "r" not in {e["op"] for e in later}
     if topic == PRODUCT:
         flags = [e["record"]["source"]["snapshot"] for e in first]
@@ -243,14 +241,10 @@ def test_flat_timestamps_grow_except_late_events_and_redeliveries(landing: Path,
         seen: set[str] = set()
         newest_of_key: dict[tuple, int] = {}
         newest = 0
-        for e in sorted(
-            (e for e in events(landing, topic) if e["partition"] == partition), key=lambda e: e["offset"]
-        ):
+        for e in sorted((e for e in events(landing, topic) if e["partition"] == partition), key=lambda e: e["offset"]):
             if e["ts"] < newest and e["content"] not in seen:
                 out_of_order += 1
-                assert newest_of_key.get(e["key"], -1) > e["ts"], (
-                    f"{topic} offset {e['offset']}: not a late event"
-                )
+                assert newest_of_key.get(e["key"], -1) > e["ts"], f"{topic} offset {e['offset']}: not a late event"
             seen.add(e["content"])
             newest = max(newest, e["ts"])
             newest_of_key[e["key"]] = max(newest_of_key.get(e["key"], 0), e["ts"])
@@ -536,9 +530,7 @@ def test_replay_envelope_rules(tmp_path: Path) -> None:
 
 
 def test_replay_flat_rules(tmp_path: Path) -> None:
-    schema = pa.schema(
-        [("id", pa.int32()), ("v", pa.string()), ("__op", pa.string()), ("__source_ts_ms", pa.int64())]
-    )
+    schema = pa.schema([("id", pa.int32()), ("v", pa.string()), ("__op", pa.string()), ("__source_ts_ms", pa.int64())])
 
     def ev(i: int, v: str, op: str, ts: int) -> dict:
         return {"id": i, "v": v, "__op": op, "__source_ts_ms": ts}

@@ -45,9 +45,7 @@ def dms_files(tmp_path: Path) -> list[Path]:
         ),
         write(
             folder / "20261121-114512345.parquet",
-            pa.schema(
-                [("Op", pa.string()), ("id", pa.int32()), ("country", pa.string()), ("tier", pa.int16())]
-            ),
+            pa.schema([("Op", pa.string()), ("id", pa.int32()), ("country", pa.string()), ("tier", pa.int16())]),
         ),
     ]
 
@@ -96,12 +94,8 @@ def test_union_reads_only_footers(dms_files: list[Path], monkeypatch: pytest.Mon
 
 
 def test_union_keeps_the_wider_type_in_either_order(tmp_path: Path) -> None:
-    wide = write(
-        tmp_path / "a.parquet", pa.schema([("amount", pa.decimal128(12, 2)), ("score", pa.float64())])
-    )
-    narrow = write(
-        tmp_path / "b.parquet", pa.schema([("AMOUNT", pa.decimal128(10, 2)), ("score", pa.float32())])
-    )
+    wide = write(tmp_path / "a.parquet", pa.schema([("amount", pa.decimal128(12, 2)), ("score", pa.float64())]))
+    narrow = write(tmp_path / "b.parquet", pa.schema([("AMOUNT", pa.decimal128(10, 2)), ("score", pa.float32())]))
     expected = pa.schema([("amount", pa.decimal128(12, 2)), ("score", pa.float64())])
     assert read_union_schema([wide, narrow]) == UnionSchema(expected, ())
     assert read_union_schema([narrow, wide]) == UnionSchema(
@@ -119,9 +113,7 @@ def test_union_fills_in_null_typed_columns(tmp_path: Path) -> None:
 
 def test_union_records_a_conflict_naming_the_file(tmp_path: Path) -> None:
     first = write(tmp_path / "a.parquet", pa.schema([("id", pa.int64()), ("zip", pa.int32())]))
-    second = write(
-        tmp_path / "b.parquet", pa.schema([("id", pa.int64()), ("ZIP", pa.string()), ("x", pa.bool_())])
-    )
+    second = write(tmp_path / "b.parquet", pa.schema([("id", pa.int64()), ("ZIP", pa.string()), ("x", pa.bool_())]))
     third = write(tmp_path / "c.parquet", pa.schema([("price", pa.decimal128(10, 2))]))
     fourth = write(tmp_path / "d.parquet", pa.schema([("price", pa.decimal128(10, 3))]))
     union = read_union_schema([first, second, third, fourth])
@@ -201,9 +193,7 @@ def test_cache_reads_only_new_files(tmp_path: Path, dms_files: list[Path], count
     assert counted_reads == []
 
 
-def test_cache_persists_across_instances(
-    tmp_path: Path, dms_files: list[Path], counted_reads: list[str]
-) -> None:
+def test_cache_persists_across_instances(tmp_path: Path, dms_files: list[Path], counted_reads: list[str]) -> None:
     state = tmp_path / "footers.json"
     cache = FooterCache(state)
     cache.union_schema("crm.customer", dms_files)
@@ -258,9 +248,7 @@ def test_cache_round_trips_types_exactly(tmp_path: Path, counted_reads: list[str
     # Equal types, nested field names and nullability (Arrow IPC does not keep the name of a map's
     # entries struct, which the Parquet reader sets to the column name: it is no part of the type).
     assert cached.schema == fresh.schema
-    assert [str(f.type) for f in cached.schema] == [
-        str(f.type).replace(" ('attrs')", "") for f in fresh.schema
-    ]
+    assert [str(f.type) for f in cached.schema] == [str(f.type).replace(" ('attrs')", "") for f in fresh.schema]
     assert cached.schema.field("amount").type == pa.decimal128(18, 4)
     assert cached.schema.field("amount").metadata == {b"comment": b"source precision"}
     assert cached.schema.field("address").type.field("zip code").type == pa.int32()
@@ -293,9 +281,7 @@ def test_cache_remembers_conflicts(tmp_path: Path, counted_reads: list[str]) -> 
     bad = write(tmp_path / "b.parquet", pa.schema([("zip", pa.string())]))
     state = tmp_path / "footers.json"
     cache = FooterCache(state)
-    expected = UnionSchema(
-        pa.schema([("zip", pa.int32())]), (TypeConflict("zip", str(bad), "int", "string"),)
-    )
+    expected = UnionSchema(pa.schema([("zip", pa.int32())]), (TypeConflict("zip", str(bad), "int", "string"),))
     assert cache.union_schema("t", [good, bad]) == expected
     cache.save()
     counted_reads.clear()
@@ -314,9 +300,7 @@ def test_failed_read_leaves_the_cache_unchanged(tmp_path: Path, dms_files: list[
     with pytest.raises(FooterReadError, match="20261121-999999999"):
         cache.union_schema("crm.customer", [*dms_files, broken])
     cache.save()
-    assert list(json.loads((tmp_path / "footers.json").read_text())["crm.customer"]["files"]) == [
-        str(dms_files[0])
-    ]
+    assert list(json.loads((tmp_path / "footers.json").read_text())["crm.customer"]["files"]) == [str(dms_files[0])]
 
 
 @pytest.mark.parametrize(

@@ -266,9 +266,7 @@ def test_business_schema_debezium_flat() -> None:
 def test_business_schema_debezium_envelope() -> None:
     after = pa.struct([("id", pa.int32()), ("name", pa.string()), ("score", pa.float64())])
     before = pa.struct([("ID", pa.int32()), ("name", pa.string()), ("legacy_code", pa.string())])
-    source = pa.struct(
-        [("ts_ms", pa.int64()), ("db", pa.string()), ("file", pa.string()), ("pos", pa.int64())]
-    )
+    source = pa.struct([("ts_ms", pa.int64()), ("db", pa.string()), ("file", pa.string()), ("pos", pa.int64())])
     raw = pa.schema(
         [
             ("before", before),
@@ -344,9 +342,7 @@ def test_new_columns_added_with_exact_types_in_incoming_order() -> None:
     ]
     assert all(c.action == "add_column" and c.old_type is None and c.table == TABLE for c in result.adds)
     assert result.adds[0].sql() == f"ALTER TABLE {TABLE} ADD COLUMN `balance` decimal(18,4)"
-    assert result.adds[5].sql() == (
-        f"ALTER TABLE {TABLE} ADD COLUMN `address` struct<`street`:string,`zip`:int>"
-    )
+    assert result.adds[5].sql() == (f"ALTER TABLE {TABLE} ADD COLUMN `address` struct<`street`:string,`zip`:int>")
     assert result.promotions == () and result.refusals == ()
 
 
@@ -418,9 +414,7 @@ def test_float_to_double_is_promoted() -> None:
 
 def test_decimal_precision_is_promoted() -> None:
     result = plan([("amount", "decimal(10,2)")], ("amount", pa.decimal128(12, 2)))
-    assert result.promotions == (
-        ColumnChange(TABLE, "amount", "promote_type", "decimal(10,2)", "decimal(12,2)"),
-    )
+    assert result.promotions == (ColumnChange(TABLE, "amount", "promote_type", "decimal(10,2)", "decimal(12,2)"),)
     assert result.promotions[0].sql() == f"ALTER TABLE {TABLE} ALTER COLUMN `amount` TYPE decimal(12,2)"
 
 
@@ -525,10 +519,7 @@ def test_hostile_name_in_a_promotion() -> None:
 def test_refusal_message_names_the_model_of_a_quoted_table() -> None:
     refusal = Refusal("`cat`.`crm`.`stg.odd``name`", "c", "int", "string", "nope")
     assert "`dbt run --full-refresh --select stg.odd`name`" in refusal.message()
-    assert (
-        "`dbt run --full-refresh --select customer`"
-        in Refusal("crm.customer", "c", "int", "s", "x").message()
-    )
+    assert "`dbt run --full-refresh --select customer`" in Refusal("crm.customer", "c", "int", "s", "x").message()
 
 
 def test_column_change_rejects_unknown_action() -> None:
