@@ -112,6 +112,37 @@ def main() -> int:
         log.info("  %s.%s: %s %s -> %s", row.table_name, row.column_name, row.action, row.old_type or "-", row.new_type)
     statuses = spark.sql(f"select status, count(*) as n from {schema}_current.salesdb__customer group by status")
     log.info("salesdb__customer.status now: %s", {r.status: r.n for r in statuses.collect()})
+
+    log.info("\nSCD2: customers with several versions (%s_marts.dim_customer):", schema)
+    for row in spark.sql(
+        f"select customer_id, customer_sk, valid_from, valid_to, is_current, is_deleted "
+        f"from {schema}_marts.dim_customer where customer_id in ("
+        f"  select customer_id from {schema}_marts.dim_customer group by customer_id having count(*) > 2)"
+        f" order by customer_id, valid_from limit 12"
+    ).collect():
+        log.info(
+            "  customer %s  sk %s  %s -> %s  current=%s deleted=%s",
+            row.customer_id,
+            row.customer_sk,
+            row.valid_from,
+            row.valid_to,
+            row.is_current,
+            row.is_deleted,
+        )
+    log.info("\norders joined to the customer version valid at order_ts (%s_marts.fct_sales_order):", schema)
+    for row in spark.sql(
+        f"select f.order_id, f.order_ts, f.customer_sk, d.valid_from, d.valid_to "
+        f"from {schema}_marts.fct_sales_order f join {schema}_marts.dim_customer d on f.customer_sk = d.customer_sk "
+        f"where f.customer_sk <> -1 order by f.order_ts desc limit 8"
+    ).collect():
+        log.info(
+            "  order %s at %s -> customer_sk %s (valid %s -> %s)",
+            row.order_id,
+            row.order_ts,
+            row.customer_sk,
+            row.valid_from,
+            row.valid_to,
+        )
     log.info(
         "\nExplore: source .venv/bin/activate && dbt show --inline \"select * from {{ ref('salesdb__customer') }}\""
     )

@@ -218,7 +218,8 @@ def order_history(landing: Path) -> dict[tuple, dict]:
             else:
                 live_row = {name: row[name] for name in ORDER_ATTRIBUTES}
                 versions.append({**live_row, "valid_from": ts, "is_deleted": False, "_cdc_op": op})
-        for version, following in zip(versions, [*versions[1:], None], strict=True):
+        for position, version in enumerate(versions):
+            following = versions[position + 1] if position + 1 < len(versions) else None
             valid_to = following["valid_from"] if following else OPEN_END
             history[(order_id, version["valid_from"])] = {
                 "order_id": order_id,
