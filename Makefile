@@ -14,7 +14,7 @@ export DBT_PROFILES_DIR := $(CURDIR)/profiles
 export CDC_LANDING_ROOT := $(abspath $(or $(CDC_LANDING_ROOT),data/landing))
 export CDC_WAREHOUSE := $(abspath $(or $(CDC_WAREHOUSE),data/warehouse))
 
-.PHONY: help install check-java system-packages demo run test lint docs docs-serve clean
+.PHONY: help install check-java system-packages demo run test bench lint docs docs-serve clean
 
 SQL_PATHS := $(wildcard models snapshots tests analyses)
 DOCS_PORT ?= 8080
@@ -65,6 +65,10 @@ run: install check-java
 
 test: install check-java
 	$(BIN)/python -m pytest tests/pytest
+
+# The benchmark (bench/README.md): 5M rows and 1% batches by default; BENCH_ROWS etc. to scale it.
+bench: install check-java
+	$(BIN)/python -m bench
 
 lint: install
 	$(BIN)/ruff check .

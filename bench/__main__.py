@@ -1,0 +1,72 @@
+"""`python -m bench` (`make bench`): the CDC pipeline benchmark at the scale the environment sets.
+
+    BENCH_ROWS              rows of the initial load                      (default 5,000,000)
+    BENCH_BATCH_FRACTION    changes per CDC batch, as a fraction of rows  (default 0.01)
+    BENCH_BATCHES           CDC batches per table: all but the last warm up, the last is measured (default 2)
+    BENCH_SCALE_FACTOR      the scaled table is this many times larger     (default 4)
+    BENCH_SEED              generator seed                                 (default 20261101)
+    BENCH_WORK              work folder: raw files, warehouse, dbt project (default data/bench; emptied first)
+    BENCH_RESULTS           where latest.json / latest.md go              (default bench/results)
+    BENCH_REF               take macros/, dbt_project.yml, profiles/ from this git commit (default: working tree)
+    BENCH_PATCH             comma-separated diffs applied to a copy of macros/, dbt_project.yml and
+                            profiles/ before the run, to measure a proposed change
+    CDC_DRIVER_MEMORY, CDC_SHUFFLE_PARTITIONS   the profile's own knobs
+
+Runs in a fresh warehouse of its own (BENCH_WORK/warehouse), never the project's data/warehouse.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from bench.project import REPO_ROOT
+
+MARKER = ".bench-work"
+log = logging.getLogger("bench")
+
+
+def _fresh_work(work: Path) -> None:
+    """Empty the work folder, but only one the benchmark created (it holds a marker file)."""
+    if work.exists() and any(work.iterdir()):
+        if not (work / MARKER).exists():
+            raise SystemExit(
+                f"BENCH_WORK={work} is not empty and was not created by the benchmark: refusing to empty it"
+            )
+        shutil.rmtree(work)
+    work.mkdir(parents=True, exist_ok=True)
+    (work / MARKER).write_text("created by python -m bench; emptied at the start of every run\n")
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    os.environ["TZ"] = "UTC"  # PySpark returns naive local datetimes: make local time UTC
+    time.tzset()
+
+    from bench.report import markdown, write_results
+    from bench.run import Settings, run_benchmark
+    from python_hooks import env
+
+    settings = Settings.from_env()
+    work = Path(os.environ.get("BENCH_WORK") or REPO_ROOT / "data" / "bench").resolve()
+    results_dir = Path(os.environ.get("BENCH_RESULTS") or REPO_ROOT / "bench" / "results").resolve()
+    _fresh_work(work)
+    # The bench's own warehouse and metastore: static Spark settings, so before the session starts.
+    os.environ["CDC_WAREHOUSE"] = str(work / "warehouse")
+    env.apply_defaults()
+    log.info("benchmark: %s, work folder %s", settings, work)
+
+    results = run_benchmark(settings, work)
+    json_path, md_path = write_results(results, results_dir)
+    sys.stdout.write(markdown(results))
+    log.info("wrote %s and %s", json_path, md_path)
+    return 0 if results["correct"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,308 @@
+"""Measuring instruments: stage timer with the Spark driver's peak memory, and a per-statement
+profile of every SQL statement dbt sends (from dbt's own SQLQuery / SQLQueryStatus events)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+MB = 1024 * 1024
+
+
+# --- SQL statements dbt runs ------------------------------------------------------------------
+
+
+@dataclass
+class Statement:
+    sql: str
+    node: str
+    start: float
+    end: float | None = None  # when the next statement started (or the invocation ended)
+    execute: float | None = None  # dbt's SQLQueryStatus.elapsed: the execute call only
+
+    @property
+    def seconds(self) -> float:
+        return (self.end or self.start) - self.start
+
+
+class SqlProfile:
+    """A dbtRunner callback recording every statement. A statement's time is from its start to
+    the next statement's start: it includes fetching the result (Spark runs a query lazily, when
+    dbt fetches it) and the Jinja in between; the last one ends when the invocation returns."""
+
+    def __init__(self) -> None:
+        self.statements: list[Statement] = []
+
+    def __call__(self, msg) -> None:
+        try:
+            self._record(msg)
+        except Exception:  # a callback that raises would fail the dbt run it observes
+            log.exception("SqlProfile could not record a dbt event")
+
+    def _record(self, msg) -> None:
+        name = msg.info.name
+        if name == "SQLQuery":
+            now = time.perf_counter()
+            if self.statements and self.statements[-1].end is None:
+                self.statements[-1].end = now
+            node = getattr(getattr(msg.data, "node_info", None), "unique_id", "") or ""
+            self.statements.append(Statement(msg.data.sql, node, now))
+        elif name == "SQLQueryStatus" and self.statements:
+            self.statements[-1].execute = float(msg.data.elapsed)
+
+    def close(self, at: float) -> None:
+        if self.statements and self.statements[-1].end is None:
+            self.statements[-1].end = at
+
+
+# What each statement of a cdc_merge run is for: first matching rule wins (see macros/cdc/*.sql).
+MERGE_INTO = "merge: MERGE INTO target"
+CATEGORIES: list[tuple[str, str]] = [
+    (MERGE_INTO, r"^merge into "),
+    ("batch views", r"^uncache table|^drop view if exists \S*__cdc_"),
+    ("merge: read pinned batch", r"^cache table \S*__cdc_batch_events\b"),
+    ("merge: validate batch", r"count_if\("),
+    ("merge: last change per key", r"^cache table \S*__cdc_changes\b"),
+    ("merge: effective changes (join target)", r"__cdc_effective\b"),
+    ("merge: tombstones, truncates", r"cdc_tombstones|__cdc_changes\b|__cdc_batch_events\b"),
+    ("find new files, ledger", r"cdc_file_ledger|group by _cdc_source_file|__cdc_batch_files\b"),
+    (
+        "staging view (listing, footers)",
+        r"binaryfile|^describe query|\blanding__|create (or replace )?view|^drop view if exists \S*stg_",
+    ),
+    ("batch views", r"__cdc_events\b|__dbt_tmp\b|^uncache table|^drop view"),
+    ("dbt metadata (show, describe)", r"^show |^describe "),
+    ("meta tables (on-run-start)", r"^create database|^create table if not exists|^set "),
+]
+_RULES = [(category, re.compile(pattern)) for category, pattern in CATEGORIES]
+_COMMENT = re.compile(r"^\s*/\*.*?\*/", re.S)
+
+
+def normalise(sql: str) -> str:
+    """The statement without dbt's leading query comment, lower case, whitespace collapsed."""
+    return " ".join(_COMMENT.sub("", sql, count=1).lower().split())
+
+
+def categorise(sql: str) -> str:
+    text = normalise(sql)
+    for category, rule in _RULES:
+        if rule.search(text):
+            return category
+    return "other"
+
+
+def breakdown(statements: list[Statement], wall: float) -> dict:
+    """Seconds per category, every statement, and dbt's own time (no statement running)."""
+    per_category: dict[str, float] = {}
+    for statement in statements:
+        category = categorise(statement.sql)
+        per_category[category] = per_category.get(category, 0.0) + statement.seconds
+    in_sql = sum(s.seconds for s in statements)
+    per_category["dbt itself (parse, compile, no SQL running)"] = max(wall - in_sql, 0.0)
+    return {
+        "seconds_by_category": {k: round(v, 3) for k, v in sorted(per_category.items(), key=lambda kv: -kv[1])},
+        "statements": [
+            {"seconds": round(s.seconds, 3), "category": categorise(s.sql), "sql": normalise(s.sql)[:160]}
+            for s in statements
+        ],
+    }
+
+
+def merge_step_seconds(statements: list[Statement]) -> float:
+    """The cdc_merge strategy's work on the batch: from reading the pinned batch
+    (`cache table ..__cdc_batch_events`) to the end of the MERGE INTO (its execute time only)."""
+    categories = [categorise(s.sql) for s in statements]
+    first = next((i for i, c in enumerate(categories) if c == "merge: read pinned batch"), None)
+    last = next((i for i in range(len(categories) - 1, -1, -1) if categories[i] == MERGE_INTO), None)
+    if first is None or last is None:
+        return 0.0
+    merge = statements[last]
+    return sum(s.seconds for s in statements[first:last]) + (
+        merge.execute if merge.execute is not None else merge.seconds
+    )
+
+
+# --- Spark driver memory ----------------------------------------------------------------------
+
+
+def _proc_status(pid: int) -> dict[str, int]:
+    values = {}
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                name, amount, _unit = line.split()
+                values[name.rstrip(":")] = int(amount) * 1024
+    return values
+
+
+def _cpu_seconds(pid: int | None) -> float:
+    """CPU time (user + system) of this Python process plus, when known, the Spark JVM's."""
+    times = os.times()
+    total = times.user + times.system
+    if pid:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def _reset_peak_rss(pid: int) -> bool:
+    """Linux: writing 5 to clear_refs resets VmHWM (peak RSS) to the current RSS."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+@dataclass
+class StageRecord:
+    name: str
+    seconds: float
+    rows: int | None = None
+    cpu_seconds: float | None = None
+    peak_heap_mb: float | None = None
+    peak_rss_mb: float | None = None
+    extra: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        result = {"stage": self.name, "seconds": round(self.seconds, 3)}
+        if self.cpu_seconds is not None:
+            result["cpu_seconds"] = round(self.cpu_seconds, 3)
+        if self.rows is not None:
+            result["rows"] = self.rows
+            result["rows_per_second"] = round(self.rows / self.seconds) if self.seconds > 0 else None
+        result["peak_heap_mb"] = None if self.peak_heap_mb is None else round(self.peak_heap_mb)
+        result["peak_rss_mb"] = None if self.peak_rss_mb is None else round(self.peak_rss_mb)
+        result.update(self.extra)
+        return result
+
+
+class DriverMemory:
+    """Samples the Spark driver's JVM heap in use (py4j, MemoryMXBean) in a thread, and reads the
+    JVM process's peak RSS (Linux VmHWM, reset at each stage's start). In local mode the driver
+    JVM runs every task, so this is the memory the whole job needs."""
+
+    def __init__(self, interval: float = 0.1) -> None:
+        self._interval = interval
+        self._spark = None
+        self._pid: int | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._peak_heap = 0
+        self.max_heap: int | None = None
+        self.overall_peak_heap = 0
+        self.overall_peak_rss = 0
+
+    def attach(self, spark) -> None:
+        if self._spark is not None:
+            return
+        self._spark = spark
+        jvm = spark.sparkContext._jvm
+        self._pid = int(jvm.java.lang.ProcessHandle.current().pid())
+        self.max_heap = int(jvm.java.lang.Runtime.getRuntime().maxMemory())
+        self._thread = threading.Thread(target=self._sample_loop, name="bench-heap-sampler", daemon=True)
+        self._thread.start()
+
+    def _heap_used(self) -> int:
+        bean = self._spark.sparkContext._jvm.java.lang.management.ManagementFactory.getMemoryMXBean()
+        return int(bean.getHeapMemoryUsage().getUsed())
+
+    def _sample_loop(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                used = self._heap_used()
+            except Exception:  # the JVM is going away
+                return
+            with self._lock:
+                self._peak_heap = max(self._peak_heap, used)
+                self.overall_peak_heap = max(self.overall_peak_heap, used)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=5)
+
+    def cpu_seconds(self) -> float:
+        return _cpu_seconds(self._pid)
+
+    def begin(self) -> None:
+        with self._lock:
+            self._peak_heap = 0
+        if self._pid:
+            _reset_peak_rss(self._pid)
+
+    def end(self) -> tuple[float | None, float | None]:
+        if not self._spark:
+            return None, None
+        with contextlib.suppress(Exception):
+            used = self._heap_used()
+            with self._lock:
+                self._peak_heap = max(self._peak_heap, used)
+        status = _proc_status(self._pid) if self._pid else {}
+        rss = status.get("VmHWM")
+        if rss:
+            self.overall_peak_rss = max(self.overall_peak_rss, rss)
+        with self._lock:
+            return (self._peak_heap / MB if self._peak_heap else None), (rss / MB if rss else None)
+
+
+class Stages:
+    """Times named stages and records each with the driver's peak memory during it."""
+
+    def __init__(self, memory: DriverMemory) -> None:
+        self.memory = memory
+        self.records: list[StageRecord] = []
+
+    @contextlib.contextmanager
+    def stage(self, name: str, rows: int | None = None):
+        record = StageRecord(name, 0.0, rows)
+        log.info("stage %s ...", name)
+        self.memory.begin()
+        cpu = self.memory.cpu_seconds()
+        start = time.perf_counter()
+        try:
+            yield record
+        finally:
+            record.seconds = time.perf_counter() - start
+            # CPU time is what contention for the cores does not inflate: the JVM's and dbt's.
+            record.cpu_seconds = self.memory.cpu_seconds() - cpu
+            record.peak_heap_mb, record.peak_rss_mb = self.memory.end()
+            self.records.append(record)
+            log.info("stage %s: %.2f s", name, record.seconds)
+
+    def get(self, name: str) -> StageRecord:
+        return next(r for r in self.records if r.name == name)
+
+
+def jvm_pid_rss(spark) -> int | None:
+    pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    return _proc_status(pid).get("VmRSS")
+
+
+def cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def memory_total_mb() -> int | None:
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) // 1024
+    return None
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 0)

@@ -1,0 +1,79 @@
+"""Writing a run's results: `latest.json` (everything) and `latest.md` (the tables for humans)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+RATIO_KEYS = ("R1", "R2", "R3", "S")
+
+
+def _fmt(value, digits: int = 2) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def markdown(results: dict) -> str:
+    scale, machine, memory = results["scale"], results["machine"], results["peak_memory"]
+    lines = [
+        "# CDC pipeline benchmark",
+        "",
+        f"{_fmt(scale['rows'])} rows, batches of {_fmt(scale['batch_rows'])} changes "
+        f"({scale['batch_mix']}), {scale['batches']} batch(es) per table, scaled table "
+        f"{scale['scale_factor']}x = {_fmt(scale['scaled_rows'])} rows. "
+        f"Machine: {machine['cores']} cores ({machine['cpu']}), {_fmt(machine['memory_mb'])} MB, "
+        f"Spark {machine['spark']}, Iceberg {machine['iceberg']}, Java {machine['java']}. "
+        f"Run {results['started_at']}, {results['elapsed_seconds']} s in all"
+        + (f"; patches: {', '.join(results['settings']['patches'])}" if results["settings"]["patches"] else "")
+        + ".",
+        "",
+        "| ratio | measured | goal | met | definition |",
+        "|---|---:|---:|:-:|---|",
+    ]
+    for key in RATIO_KEYS:
+        lines.append(
+            f"| {key} | {_fmt(results[key])} | ≤ {results['goals'][key]} | "
+            f"{'yes' if results['met'][key] else '**no**'} | {results['definitions'][key]} |"
+        )
+    lines += [
+        "",
+        f"Tables equal to the replay after every checked stage: {'yes' if results['correct'] else '**NO**'}.",
+        "The same ratios on CPU time (JVM + dbt; what other processes competing for the cores do not inflate): "
+        + ", ".join(f"{k} {_fmt(v)}" for k, v in results["details"]["cpu_time_ratios"].items())
+        + f". Load average (1 min) at start {machine['load_average_1m_at_start']}, "
+        f"at end {machine['load_average_1m_at_end']}.",
+        f"Peak driver memory: heap {_fmt(memory['driver_heap_peak_mb'])} MB "
+        f"of {_fmt(memory['driver_heap_max_mb'])} MB, process RSS {_fmt(memory['driver_rss_peak_mb'])} MB.",
+        "",
+        "| stage | seconds | CPU seconds | rows | rows/s | peak heap MB | peak RSS MB |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for stage in results["stages"]:
+        lines.append(
+            f"| {stage['stage']} | {_fmt(stage['seconds'])} | {_fmt(stage.get('cpu_seconds'))} | "
+            f"{_fmt(stage.get('rows'))} | "
+            f"{_fmt(stage.get('rows_per_second'))} | {_fmt(stage.get('peak_heap_mb'))} | "
+            f"{_fmt(stage.get('peak_rss_mb'))} |"
+        )
+    for label, detail in results["breakdown"].items():
+        if not label.endswith(("incremental batch", "full refresh")):
+            continue
+        lines += ["", f"Where the time of {label} goes:", "", "| part | seconds |", "|---|---:|"]
+        for category, seconds in detail["seconds_by_category"].items():
+            lines.append(f"| {category} | {_fmt(seconds)} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_results(results: dict, directory: Path) -> tuple[Path, Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = directory / "latest.json", directory / "latest.md"
+    for path, text in ((json_path, json.dumps(results, indent=2, default=str) + "\n"), (md_path, markdown(results))):
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    return json_path, md_path
