@@ -107,17 +107,8 @@
     {#- 6. One MERGE: columns from the target, values from the batch (null for a column the
            source no longer sends). The guards repeat step 5: the MERGE is safe on its own. -#}
     {%- set source_columns = cdc_column_names(effective) | map('lower') | list -%}
-    {%- set values = [] -%}
     {%- set target_columns = cdc_column_names(target) -%}
-    {%- for column in target_columns -%}
-        {%- if column | lower == '_cdc_applied_at' -%}
-            {%- do values.append(cdc_run_timestamp()) -%}
-        {%- elif column | lower in source_columns -%}
-            {%- do values.append('s.' ~ cdc_quote(column)) -%}
-        {%- else -%}
-            {%- do values.append('null') -%}
-        {%- endif -%}
-    {%- endfor %}
+    {%- set values = cdc_merge_values(target_columns, source_columns) %}
 
 merge into {{ target }} as t
 using {{ effective }} as s
@@ -323,4 +314,21 @@ when not matched and s._cdc_op <> 'D' then insert (
 {% macro cdc_unit_test_tombstones() -%}
     {#- The cdc_tombstones rows a unit test starts from: none (a unit test overrides this macro). -#}
     {{ return("(select cast(null as string) as key_json, cast(null as timestamp) as _cdc_ts, cast(null as string) as _cdc_seq where false)") }}
+{%- endmacro %}
+
+
+{% macro cdc_merge_values(target_columns, source_columns) -%}
+    {#- What a MERGE writes to each target column: this run's timestamp to _cdc_applied_at, the
+        batch's value (`s.<column>`), or null for a column the batch no longer has. -#}
+    {%- set values = [] -%}
+    {%- for column in target_columns -%}
+        {%- if column | lower == '_cdc_applied_at' -%}
+            {%- do values.append(cdc_run_timestamp()) -%}
+        {%- elif column | lower in source_columns -%}
+            {%- do values.append('s.' ~ cdc_quote(column)) -%}
+        {%- else -%}
+            {%- do values.append('null') -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {{ return(values) }}
 {%- endmacro %}

@@ -123,16 +123,7 @@
         {{ return(scd2_noop_sql()) }}
     {%- endif -%}
 
-    {%- set values = [] -%}
-    {%- for column in target_columns -%}
-        {%- if column | lower == '_cdc_applied_at' -%}
-            {%- do values.append(cdc_run_timestamp()) -%}
-        {%- elif column | lower in batch_columns -%}
-            {%- do values.append('s.' ~ adapter.quote(column)) -%}
-        {%- else -%}
-            {%- do values.append('null') -%}
-        {%- endif -%}
-    {%- endfor %}
+    {%- set values = cdc_merge_values(target_columns, batch_columns) %}
 
 merge into {{ target }} as t
 using {{ changes }} as s
