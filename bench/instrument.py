@@ -63,10 +63,12 @@ class SqlProfile:
 
 
 # What each statement of a cdc_merge run is for: first matching rule wins (see macros/cdc/*.sql).
-MERGE_INTO = "merge: MERGE INTO target"
+MERGE_INTO = "merge: write target (INSERT, MERGE INTO, branch publish)"
 CATEGORIES: list[tuple[str, str]] = [
-    (MERGE_INTO, r"^merge into "),
+    (MERGE_INTO, r"^merge into |^insert into (?!\S*_cdc_meta\.)|fast_forward|^alter table \S+ (create|drop) branch"),
     ("batch views", r"^uncache table|^drop view if exists \S*__cdc_"),
+    ("compaction check / compaction", r"\.files\b|rewrite_data_files|rewrite_position_delete_files"),
+    ("merge: effective changes (join target)", r"__cdc_effective\b"),
     ("merge: read pinned batch", r"^cache table \S*__cdc_batch_events\b"),
     ("merge: validate batch", r"count_if\("),
     ("merge: last change per key", r"^cache table \S*__cdc_changes\b"),
@@ -117,7 +119,8 @@ def breakdown(statements: list[Statement], wall: float) -> dict:
 
 def merge_step_seconds(statements: list[Statement]) -> float:
     """The cdc_merge strategy's work on the batch: from reading the pinned batch
-    (`cache table ..__cdc_batch_events`) to the end of the MERGE INTO (its execute time only)."""
+    (`cache table ..__cdc_batch_events`) to the end of its last write to the target (INSERT,
+    MERGE INTO, branch publish; the last one's execute time only)."""
     categories = [categorise(s.sql) for s in statements]
     first = next((i for i, c in enumerate(categories) if c == "merge: read pinned batch"), None)
     last = next((i for i in range(len(categories) - 1, -1, -1) if categories[i] == MERGE_INTO), None)

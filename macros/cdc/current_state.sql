@@ -7,8 +7,9 @@
       1. render  list the raw files not yet in the ledger, pin them by name in the batch views;
       2. main    first build / --full-refresh: create the empty table (the model selects no row);
                  incremental: `get_incremental_cdc_merge_sql` merges the batch;
-      3. hook    `cdc_finish_batch`: on a first build, merge the whole batch now; then record the
-                 batch's files in the ledger and drop the batch views. -#}
+      3. hook    `cdc_finish_batch`: on a first build, insert the whole batch now; then record the
+                 batch's deletes as tombstones and its files in the ledger, drop the batch views,
+                 and compact the table when its delete files call for it (maintenance.sql). -#}
 
 {% macro cdc_current_state(staging_model, unique_key) %}
     {{ config(
@@ -143,9 +144,10 @@ from {{ events }}
             {#- First build or --full-refresh: the table was created empty; apply everything. -#}
             {%- do run_query('delete from ' ~ cdc_meta_relation('cdc_file_ledger') ~ ' where model_name = ' ~ model_name) -%}
             {%- do run_query('delete from ' ~ cdc_meta_relation('cdc_tombstones') ~ ' where model_name = ' ~ model_name) -%}
-            {%- do run_query(cdc_merge_batch_sql(this, cdc_batch_view(this, 'events'), config.get('unique_key'))) -%}
+            {%- do run_query(cdc_merge_batch_sql(this, cdc_batch_view(this, 'events'), config.get('unique_key'), into_empty=true)) -%}
         {%- endif -%}
         {%- if batch.rows[0][0] is not none -%}
+            {%- do cdc_record_tombstones(this) -%}
             {%- do run_query(
                 'insert into ' ~ cdc_meta_relation('cdc_file_ledger')
                 ~ ' select ' ~ model_name ~ ', file_name, change_events, '
@@ -153,6 +155,11 @@ from {{ events }}
             ) -%}
         {%- endif -%}
         {%- do cdc_drop_batch_views(this) -%}
+        {%- if batch.rows[0][2] != 'full' and batch.rows[0][0] is not none -%}
+            {%- set compaction = cdc_compaction_settings() -%}  {#- maintenance.sql -#}
+            {%- do cdc_compact(this, compaction) -%}
+            {%- do cdc_compact_meta(this.identifier, compaction) -%}
+        {%- endif -%}
     {%- endif -%}
     select 1
 {% endmacro %}

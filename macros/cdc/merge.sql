@@ -1,5 +1,6 @@
 {#- The `cdc_merge` incremental strategy: applies a batch of change events to a current-state
-    Iceberg table in one MERGE INTO. Rules, enforced here and nowhere else:
+    Iceberg table in one atomic step (one commit, or a branch published at once). Rules, enforced
+    here and nowhere else:
       - the last change per key wins, ordered by (_cdc_ts, _cdc_seq);
       - a change applies only if it is newer than the row it would touch: the row keeps the
         _cdc_ts/_cdc_seq that produced it, so late, older updates and deletes are ignored, and a
@@ -10,7 +11,7 @@
         tombstone (key_json '*'), so older changes that arrive later are ignored too;
       - a re-delivered event with the same commit time and the same content as the row is the
         same event: it changes nothing, even when its position differs (flattened Debezium);
-        only changes that change something reach the MERGE, and none means no commit;
+        only changes that change something reach the table, and none means no commit;
       - a batch with a null key, timestamp, sequence or an unknown operation is refused whole,
         before anything is written, with the file and the column named. -#}
 
@@ -39,7 +40,9 @@
 {%- endmacro %}
 
 
-{% macro cdc_merge_batch_sql(target, events, unique_key) %}
+{% macro cdc_merge_batch_sql(target, events, unique_key, into_empty=false) %}
+    {#- `into_empty`: the target was created empty in this run (first build, --full-refresh) and the
+        batch is every raw file: nothing to compare with, so steps 5-6 are one INSERT. -#}
     {%- set keys = cdc_key_columns(unique_key, target) -%}
     {%- set batch_events = cdc_batch_view(target, 'batch_events') -%}
     {%- set changes = cdc_batch_view(target, 'changes') -%}
@@ -56,26 +59,27 @@
         {{ return(noop) }}
     {%- endif -%}
 
-    {#- 1. Read the pinned batch once. -#}
-    {%- do run_query('cache table ' ~ batch_events ~ ' as select * from ' ~ events) -%}
+    {#- 1. Read the pinned batch once (a batch is small). Not on a full build: there the batch is
+           every raw file, which need not fit in memory; it is read by steps 2 and 3 instead. -#}
+    {%- if into_empty -%}
+        {%- set batch_events = events -%}
+    {%- else -%}
+        {%- do run_query('cache table ' ~ batch_events ~ ' as select * from ' ~ events) -%}
+    {%- endif -%}
 
     {#- 2. Refuse bad input before writing anything. -#}
     {%- do cdc_validate_batch(target, batch_events, keys) -%}
 
-    {#- 3. Last change per key, minus changes older than the key's tombstone or a truncate. -#}
+    {#- 3. Last change per key, minus changes older than the key's tombstone or a truncate. Cached
+           (on disk for a full build). The batch's deletes become tombstones only after the target
+           has committed (4, cdc_record_tombstones from the post-hook): a write to cdc_tombstones
+           would make Spark drop every cached query that reads it, this one included. -#}
     {%- set tombstones = '(select * from ' ~ tombstone_table ~ ' where model_name = ' ~ model_name ~ ')' -%}
-    {%- set changes_sql = cdc_batch_changes_sql(batch_events, tombstones, keys) -%}
-    {%- do run_query('cache table ' ~ changes ~ ' as ' ~ changes_sql) -%}
-
-    {#- 4. Tombstones before the target: if the MERGE then fails, a rerun re-applies the same
-           deletes (equal is not newer for the tombstone guard, and deletes always pass it). -#}
-    {%- if run_query("select count(*) from " ~ changes ~ " where _cdc_op = 'D'").columns[0].values()[0] > 0 -%}
-        {%- do run_query(
-            'insert into ' ~ tombstone_table
-            ~ ' select ' ~ model_name ~ ', _cdc_key_json, _cdc_ts, _cdc_seq, _cdc_source_file, current_timestamp()'
-            ~ " from " ~ changes ~ " where _cdc_op = 'D'"
-        ) -%}
-    {%- endif -%}
+    {%- do run_query(
+        'cache table ' ~ changes
+        ~ (" options ('storageLevel' 'DISK_ONLY')" if into_empty else '')
+        ~ ' as ' ~ cdc_batch_changes_sql(batch_events, tombstones, keys)
+    ) -%}
 
     {#- 4b. A truncate: a table-wide tombstone, then every row older than it goes. -#}
     {%- set truncate = run_query(
@@ -95,38 +99,74 @@
         ) -%}
     {%- endif -%}
 
+    {%- set target_columns = cdc_column_names(target) -%}
+    {%- set source_columns = cdc_column_names(events) | map('lower') | list -%}
+    {%- if into_empty -%}
+        {#- 5-6 of a full build: every last change but a delete, inserted. -#}
+        {{ return(cdc_insert_changes_sql(target, changes, cdc_merge_values(target_columns, source_columns, 'changes'))) }}
+    {%- endif -%}
+
     {#- 5. Only the changes that change something: newer than the row they touch, and not the same
            event again (same commit time and same content: a re-delivery with a new position).
-           An Iceberg MERGE commits even when no row changes, so an empty set skips it. -#}
-    {%- set effective_sql = cdc_effective_changes_sql(changes, target, keys) -%}
-    {%- do run_query('cache table ' ~ effective ~ ' as ' ~ effective_sql) -%}
-    {%- if run_query('select count(*) from ' ~ effective).columns[0].values()[0] == 0 -%}
+           An Iceberg write commits even when no row changes, so an empty set skips it. Each
+           change is flagged by whether its key has a row (_cdc_matched). -#}
+    {%- do run_query('cache table ' ~ effective ~ ' as ' ~ cdc_effective_changes_sql(changes, target, keys, match_flag=true)) -%}
+    {%- set counts = run_query(
+        'select count_if(_cdc_matched), count_if(not _cdc_matched) from ' ~ effective
+    ).rows[0] -%}
+    {%- set matched = counts[0] > 0 -%}
+    {%- set inserts = counts[1] > 0 -%}
+    {%- if not matched and not inserts -%}
         {{ return(noop) }}
     {%- endif -%}
 
-    {#- 6. One MERGE: columns from the target, values from the batch (null for a column the
-           source no longer sends). The guards repeat step 5: the MERGE is safe on its own. -#}
-    {%- set source_columns = cdc_column_names(effective) | map('lower') | list -%}
-    {%- set target_columns = cdc_column_names(target) -%}
-    {%- set values = cdc_merge_values(target_columns, source_columns) %}
+    {#- 6. The writes: new keys are appended, changes to existing rows are one MERGE with only
+           WHEN MATCHED clauses. A MERGE with WHEN NOT MATCHED is an outer join that Spark can
+           only run by shuffling the whole target; without it, the batch is broadcast and the
+           target is only scanned, so the cost follows the batch, not the table. When a batch has
+           both, both go to a branch of the table that then replaces main in one step
+           (fast_forward): readers of the table see the whole batch or none of it.
+           The INSERT reads the effective changes; its commit makes Spark drop that cache (it reads
+           the target), so the MERGE reads the cached changes and repeats step 5's comparison in its
+           conditions, on the rows it joins. -#}
+    {%- set values = cdc_merge_values(target_columns, source_columns) -%}
+    {%- set branch = 'cdc_batch' -%}
+    {%- set written = target ~ '.' ~ cdc_quote('branch_' ~ branch) if matched and inserts else target -%}
+    {%- if matched and inserts -%}
+        {%- do run_query('alter table ' ~ target ~ ' drop branch if exists ' ~ cdc_quote(branch)) -%}
+        {%- do run_query('alter table ' ~ target ~ ' create branch ' ~ cdc_quote(branch)) -%}
+    {%- endif -%}
+    {%- if inserts -%}
+        {%- do run_query(cdc_insert_changes_sql(
+            written, '(select * from ' ~ effective ~ ' where not _cdc_matched)', cdc_merge_values(target_columns, source_columns, 'changes'))) -%}
+    {%- endif -%}
+    {%- if matched -%}
+        {%- do run_query(cdc_merge_matched_sql(written, changes, keys, target_columns, values)) -%}
+    {%- endif -%}
+    {%- if matched and inserts -%}
+        {%- do run_query(
+            'call spark_catalog.system.fast_forward(table => ' ~ cdc_sql_string(target.schema ~ '.' ~ target.identifier)
+            ~ ", branch => 'main', to => " ~ cdc_sql_string(branch) ~ ')'
+        ) -%}
+        {%- do run_query('alter table ' ~ target ~ ' drop branch ' ~ cdc_quote(branch)) -%}
+    {%- endif -%}
+    {{ return("select 'batch applied' as cdc_merge") }}
+{% endmacro %}
 
+
+{% macro cdc_merge_matched_sql(target, changes, keys, target_columns, values) %}
+    {#- Step 6 for the keys that have a row: the last changes, applied only when newer than the row
+        and not the same event again (the conditions of step 5). No WHEN NOT MATCHED: an inner
+        join, which Spark broadcasts. -#}
 merge into {{ target }} as t
-using {{ effective }} as s
+using {{ changes }} as s
 on {% for key in keys %}t.{{ cdc_quote(key) }} = s.{{ cdc_quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
 when matched and s._cdc_op = 'D' and {{ cdc_is_newer('s', 't') }} then delete
-when matched and s._cdc_op <> 'D' and {{ cdc_is_newer('s', 't') }} then update set
+when matched and s._cdc_op <> 'D' and {{ cdc_is_newer('s', 't') }}
+    and not (s._cdc_op = t._cdc_op and s._cdc_ts = t._cdc_ts and s._cdc_row_hash = t._cdc_row_hash) then update set
     {%- for column in target_columns %}
     t.{{ cdc_quote(column) }} = {{ values[loop.index0] }}{{ ',' if not loop.last }}
     {%- endfor %}
-when not matched and s._cdc_op <> 'D' then insert (
-    {%- for column in target_columns %}
-    {{ cdc_quote(column) }}{{ ',' if not loop.last }}
-    {%- endfor %}
-) values (
-    {%- for value in values %}
-    {{ value }}{{ ',' if not loop.last }}
-    {%- endfor %}
-)
 {% endmacro %}
 
 
@@ -174,70 +214,50 @@ when not matched and s._cdc_op <> 'D' then insert (
 {% macro cdc_batch_changes_sql(events, tombstones, keys) %}
     {#- Step 3 of the merge, as one query: the last change per key of the batch `events`, minus the
         changes older than the key's tombstone or a truncate. `tombstones` holds this model's rows
-        of cdc_tombstones (key_json, _cdc_ts, _cdc_seq). -#}
+        of cdc_tombstones (key_json, _cdc_ts, _cdc_seq).
+        Subqueries, not CTEs: the merge caches this query (`cache table ... as`), and Spark 3.5
+        never matches a cached plan that holds a CTE (its ids differ at every analysis,
+        SPARK-46741), so every later read of the cached view would compute it again, and the
+        effective changes, which read it, too. -#}
     {%- set key_list -%}
         {% for key in keys %}{{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %}
     {%- endset -%}
     {%- set key_json -%}
         to_json(named_struct({% for key in keys %}{{ cdc_sql_string(key) }}, {{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %}))
     {%- endset %}
-        with
-
-        events as (
-
-            select * from {{ events }}
-
-        ),
-
-        ranked as (
-
-            select
-                events.*,
-                row_number() over (
-                    partition by {{ key_list }}
-                    order by events._cdc_ts desc, events._cdc_seq desc, events._cdc_source_file desc
-                ) as _cdc_change_rank
-            from events
-            where events._cdc_op <> 'T'
-
-        ),
-
-        latest as (
-
+        select latest.*
+        from (
             select
                 ranked.*,
                 {{ key_json }} as _cdc_key_json
-            from ranked
-            where ranked._cdc_change_rank = 1
-
-        ),
-
-        tombstones as (
-
-            select
-                key_json,
-                max(struct(_cdc_ts, _cdc_seq)) as newest
-            from {{ tombstones }}
-            group by key_json
-
-        ),
-
-        truncated as (
-
-            select max(struct(_cdc_ts, _cdc_seq)) as newest
             from (
-                select _cdc_ts, _cdc_seq from events where _cdc_op = 'T'
+                select
+                    events.*,
+                    row_number() over (
+                        partition by {{ key_list }}
+                        order by events._cdc_ts desc, events._cdc_seq desc, events._cdc_source_file desc
+                    ) as _cdc_change_rank
+                from {{ events }} as events
+                where events._cdc_op <> 'T'
+            ) as ranked
+            where ranked._cdc_change_rank = 1
+        ) as latest
+        cross join (
+            select max(struct(truncates._cdc_ts, truncates._cdc_seq)) as newest
+            from (
+                select events._cdc_ts, events._cdc_seq from {{ events }} as events where events._cdc_op = 'T'
                 union all
-                select _cdc_ts, _cdc_seq from {{ tombstones }}
-                where key_json = '*'
-            )
-
-        )
-
-        select latest.*
-        from latest
-        cross join truncated
-        left join tombstones
+                select tombstones._cdc_ts, tombstones._cdc_seq from {{ tombstones }} as tombstones
+                where tombstones.key_json = '*'
+            ) as truncates
+        ) as truncated
+        left join (
+            select
+                tombstones.key_json,
+                max(struct(tombstones._cdc_ts, tombstones._cdc_seq)) as newest
+            from {{ tombstones }} as tombstones
+            group by tombstones.key_json
+        ) as tombstones
             on latest._cdc_key_json = tombstones.key_json
         where
             (truncated.newest is null or {{ cdc_is_newer('latest', 'truncated.newest') }})
@@ -249,15 +269,32 @@ when not matched and s._cdc_op <> 'D' then insert (
 {% endmacro %}
 
 
-{% macro cdc_effective_changes_sql(changes, current_rows, keys) %}
+{% macro cdc_effective_changes_sql(changes, current_rows, keys, match_flag=false) %}
     {#- Step 5 of the merge: the changes that change something, newer than the row they touch and
         not the same event again. -#}
     {%- set key_list -%}
         {% for key in keys %}{{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %}
     {%- endset %}
-        select changes.*
+        select
+            changes.*
+            {%- if match_flag %},
+            current_rows._cdc_ts is not null as _cdc_matched
+            {%- endif %}
         from {{ changes }} as changes
-        left join (select {{ key_list }}, _cdc_op, _cdc_ts, _cdc_seq, _cdc_row_hash from {{ current_rows }}) as current_rows
+        left join (
+            {#- Only the rows the batch touches: a semi-join with the batch's keys, broadcast (a batch
+                is small; the hint because the planner may not know its size), so the target is
+                scanned once and never shuffled. -#}
+            select /*+ BROADCAST(batch_keys) */
+                {% for key in keys %}current_rows.{{ cdc_quote(key) }}, {% endfor -%}
+                current_rows._cdc_op,
+                current_rows._cdc_ts,
+                current_rows._cdc_seq,
+                current_rows._cdc_row_hash
+            from {{ current_rows }} as current_rows
+            left semi join (select {{ key_list }} from {{ changes }}) as batch_keys
+                on {% for key in keys %}current_rows.{{ cdc_quote(key) }} = batch_keys.{{ cdc_quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
+        ) as current_rows
             on {% for key in keys %}changes.{{ cdc_quote(key) }} = current_rows.{{ cdc_quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
         where
             case
@@ -317,18 +354,49 @@ when not matched and s._cdc_op <> 'D' then insert (
 {%- endmacro %}
 
 
-{% macro cdc_merge_values(target_columns, source_columns) -%}
+{% macro cdc_merge_values(target_columns, source_columns, alias='s') -%}
     {#- What a MERGE writes to each target column: this run's timestamp to _cdc_applied_at, the
-        batch's value (`s.<column>`), or null for a column the batch no longer has. -#}
+        batch's value (`<alias>.<column>`), or null for a column the batch no longer has. -#}
     {%- set values = [] -%}
     {%- for column in target_columns -%}
         {%- if column | lower == '_cdc_applied_at' -%}
             {%- do values.append(cdc_run_timestamp()) -%}
         {%- elif column | lower in source_columns -%}
-            {%- do values.append('s.' ~ cdc_quote(column)) -%}
+            {%- do values.append(alias ~ '.' ~ cdc_quote(column)) -%}
         {%- else -%}
             {%- do values.append('null') -%}
         {%- endif -%}
     {%- endfor -%}
     {{ return(values) }}
 {%- endmacro %}
+
+
+{% macro cdc_insert_changes_sql(target, changes, values) -%}
+    {#- Appends the changes `changes` (a relation or a subquery) but the deletes: the new keys of a
+        batch, or every last change on a full build (a table created empty in this run). -#}
+insert into {{ target }}
+select
+    {%- for value in values %}
+    {{ value }}{{ ',' if not loop.last }}
+    {%- endfor %}
+from {{ changes }} as changes
+where changes._cdc_op <> 'D'
+{%- endmacro %}
+
+
+{% macro cdc_record_tombstones(target) %}
+    {#- Step 4 of the merge, from the post-hook, once the target has committed: the batch's deletes
+        become tombstones. Not before the target's commit: a write to cdc_tombstones makes Spark
+        drop its cache of every query that reads it (the batch's changes, the effective changes),
+        and the MERGE would compute them again. Safe in this order: if this commit fails, the
+        ledger does not record the batch, the rerun applies it again, its deletes find no row (no
+        MERGE) and are recorded here. -#}
+    {%- set changes = cdc_batch_view(target, 'changes') -%}
+    {%- if run_query("select count(*) from " ~ changes ~ " where _cdc_op = 'D'").columns[0].values()[0] > 0 -%}
+        {%- do run_query(
+            'insert into ' ~ cdc_meta_relation('cdc_tombstones')
+            ~ ' select ' ~ cdc_sql_string(target.identifier) ~ ', _cdc_key_json, _cdc_ts, _cdc_seq, _cdc_source_file,'
+            ~ ' current_timestamp() from ' ~ changes ~ " where _cdc_op = 'D'"
+        ) -%}
+    {%- endif -%}
+{% endmacro %}

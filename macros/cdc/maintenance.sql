@@ -1,0 +1,125 @@
+{#- Compaction of the current-state tables: merge-on-read's upkeep.
+
+    A merge-on-read MERGE writes the changed rows to new data files and marks the old rows deleted
+    in position-delete files; every read then applies those deletes. As batches add up, reads pay
+    for more and more of them, so after a batch the table is compacted once the deleted rows pass
+    a fraction of the table, or the delete files a count (model config `cdc_compaction`,
+    dbt_project.yml):
+
+        +cdc_compaction:
+          deleted_rows_fraction: 0.10   # position-deleted rows / data rows
+          delete_files: 100             # delete files behind the current snapshot
+          meta_files: 50                # this model's files in cdc_tombstones / cdc_file_ledger
+          # enabled: false              # e.g. when an external maintenance job compacts
+
+    Compaction rewrites the data files that have deletes (`rewrite_data_files`, which with
+    random keys is most of the table: the cost of a copy-on-write batch, paid once every few
+    batches instead of at every batch), then drops the position deletes that no longer point at a
+    live row (`rewrite_position_delete_files`). Each is its own Iceberg commit of the same rows:
+    a failure leaves the table correct, only not compacted. The pipeline's own tables get one
+    small file per batch each (a model's tombstones and ledger rows), which every batch reads: once
+    a model has `meta_files` of them, they are bin-packed into one. Snapshots are not expired here:
+    how much time travel to keep is the table owner's choice (`expire_snapshots`). -#}
+
+{% macro cdc_compaction_settings() -%}
+    {%- set defaults = {'enabled': true, 'deleted_rows_fraction': 0.10, 'delete_files': 100, 'meta_files': 50} -%}
+    {%- set settings = config.get('cdc_compaction') or {} -%}
+    {%- set merged = {} -%}
+    {%- do merged.update(defaults) -%}
+    {%- do merged.update(settings) -%}
+    {{ return(merged) }}
+{%- endmacro %}
+
+
+{% macro cdc_delete_layout(target) -%}
+    {#- Data rows, position-deleted rows and delete files behind the table's current snapshot
+        (Iceberg's `files` metadata table: manifests only, no data file is read). -#}
+    {%- set result = run_query(
+        'select'
+        ~ ' coalesce(sum(case when content = 0 then record_count end), 0),'
+        ~ ' coalesce(sum(case when content = 1 then record_count end), 0),'
+        ~ ' count_if(content <> 0)'
+        ~ ' from ' ~ target ~ '.files'
+    ) -%}
+    {%- set row = result.rows[0] -%}
+    {{ return({'data_rows': row[0] | int, 'deleted_rows': row[1] | int, 'delete_files': row[2] | int}) }}
+{%- endmacro %}
+
+
+{% macro cdc_compaction_due(layout, settings) -%}
+    {#- Pure: whether a table with this delete layout must be compacted. -#}
+    {%- if not settings.enabled or layout.delete_files == 0 -%}
+        {{ return(false) }}
+    {%- endif -%}
+    {{ return(
+        layout.delete_files >= settings.delete_files
+        or layout.deleted_rows >= settings.deleted_rows_fraction * [layout.data_rows, 1] | max
+    ) }}
+{%- endmacro %}
+
+
+{% macro cdc_compact(target, settings=none) %}
+    {#- Compacts `target` when due by `settings` (cdc_compaction_settings()), or whenever it has
+        delete files if settings is none; returns the layout it found. -#}
+    {%- set layout = cdc_delete_layout(target) -%}
+    {%- set due = layout.delete_files > 0 if settings is none else cdc_compaction_due(layout, settings) -%}
+    {%- if due -%}
+        {%- set name = cdc_sql_string(target.schema ~ '.' ~ target.identifier) -%}
+        {{ log('cdc compaction of ' ~ target ~ ': ' ~ layout.deleted_rows ~ ' deleted rows of ' ~ layout.data_rows
+            ~ ' in ' ~ layout.delete_files ~ ' delete file(s)', info=true) }}
+        {%- do run_query(
+            'call spark_catalog.system.rewrite_data_files(table => ' ~ name
+            ~ ", options => map('delete-file-threshold', '1'))"
+        ) -%}
+        {#- Rewritten data files keep their data sequence number, so the old deletes are not
+            recognised as dangling by sequence numbers: rewriting every delete file drops those
+            that point at no live row (all of them here). -#}
+        {%- do run_query(
+            'call spark_catalog.system.rewrite_position_delete_files(table => ' ~ name
+            ~ ", options => map('rewrite-all', 'true'))"
+        ) -%}
+    {%- endif -%}
+    {{ return(layout) }}
+{% endmacro %}
+
+
+{% macro cdc_compact_current_state(select=none) %}
+    {#- `dbt run-operation cdc_compact_current_state [--args '{select: [model, ...]}']`: compacts
+        every current-state table (or the selected ones) that has delete files, due or not. -#}
+    {%- for node in graph.nodes.values()
+        if node.resource_type == 'model' and node.config.get('incremental_strategy') == 'cdc_merge'
+        and (select is none or node.name in select) -%}
+        {%- set relation = adapter.get_relation(database=none, schema=node.schema, identifier=node.alias) -%}
+        {%- if relation is not none -%}
+            {%- do cdc_compact(relation) -%}
+        {%- endif -%}
+    {%- endfor -%}
+{% endmacro %}
+
+
+{% macro cdc_compact_meta(model_name, settings) %}
+    {#- Bin-packs one model's partition of cdc_tombstones and cdc_file_ledger once it holds
+        `meta_files` files (one per batch that wrote to it). -#}
+    {%- if settings.enabled -%}
+        {%- set tables = ['cdc_tombstones', 'cdc_file_ledger'] -%}
+        {%- set counts = [] -%}
+        {%- for identifier in tables -%}
+            {%- do counts.append(
+                '(select count(*) from ' ~ cdc_meta_relation(identifier) ~ '.files where partition.model_name = '
+                ~ cdc_sql_string(model_name) ~ ')'
+            ) -%}
+        {%- endfor -%}
+        {%- set files = run_query('select ' ~ (counts | join(', '))).rows[0] -%}
+        {%- for identifier in tables -%}
+            {%- set relation = cdc_meta_relation(identifier) -%}
+            {%- if files[loop.index0] >= settings.meta_files -%}
+            {%- do run_query(
+                'call spark_catalog.system.rewrite_data_files(table => '
+                ~ cdc_sql_string(relation.schema ~ '.' ~ relation.identifier)
+                ~ ', where => ' ~ cdc_sql_string('model_name = ' ~ cdc_sql_string(model_name))
+                ~ ", options => map('min-input-files', '2'))"
+            ) -%}
+            {%- endif -%}
+        {%- endfor -%}
+    {%- endif -%}
+{% endmacro %}
