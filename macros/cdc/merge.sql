@@ -103,7 +103,7 @@
     {%- set source_columns = cdc_column_names(events) | map('lower') | list -%}
     {%- if into_empty -%}
         {#- 5-6 of a full build: every last change but a delete, inserted. -#}
-        {{ return(cdc_insert_changes_sql(target, changes, cdc_merge_values(target_columns, source_columns, 'changes'))) }}
+        {{ return(cdc_insert_changes_sql(target, changes, cdc_merge_values(target_columns, source_columns))) }}
     {%- endif -%}
 
     {#- 5. Only the changes that change something: newer than the row they touch, and not the same
@@ -131,19 +131,20 @@
            conditions, on the rows it joins. -#}
     {%- set values = cdc_merge_values(target_columns, source_columns) -%}
     {%- set branch = 'cdc_batch' -%}
-    {%- set written = target ~ '.' ~ cdc_quote('branch_' ~ branch) if matched and inserts else target -%}
-    {%- if matched and inserts -%}
+    {%- set on_branch = matched and inserts -%}
+    {%- set written = target ~ '.' ~ cdc_quote('branch_' ~ branch) if on_branch else target -%}
+    {%- if on_branch -%}
         {%- do run_query('alter table ' ~ target ~ ' drop branch if exists ' ~ cdc_quote(branch)) -%}
         {%- do run_query('alter table ' ~ target ~ ' create branch ' ~ cdc_quote(branch)) -%}
     {%- endif -%}
     {%- if inserts -%}
         {%- do run_query(cdc_insert_changes_sql(
-            written, '(select * from ' ~ effective ~ ' where not _cdc_matched)', cdc_merge_values(target_columns, source_columns, 'changes'))) -%}
+            written, '(select * from ' ~ effective ~ ' where not _cdc_matched)', values)) -%}
     {%- endif -%}
     {%- if matched -%}
         {%- do run_query(cdc_merge_matched_sql(written, changes, keys, target_columns, values)) -%}
     {%- endif -%}
-    {%- if matched and inserts -%}
+    {%- if on_branch -%}
         {%- do run_query(
             'call spark_catalog.system.fast_forward(table => ' ~ cdc_sql_string(target.schema ~ '.' ~ target.identifier)
             ~ ", branch => 'main', to => " ~ cdc_sql_string(branch) ~ ')'
@@ -354,15 +355,16 @@ when matched and s._cdc_op <> 'D' and {{ cdc_is_newer('s', 't') }}
 {%- endmacro %}
 
 
-{% macro cdc_merge_values(target_columns, source_columns, alias='s') -%}
-    {#- What a MERGE writes to each target column: this run's timestamp to _cdc_applied_at, the
-        batch's value (`<alias>.<column>`), or null for a column the batch no longer has. -#}
+{% macro cdc_merge_values(target_columns, source_columns) -%}
+    {#- What a MERGE or an append writes to each target column: this run's timestamp to
+        _cdc_applied_at, the batch's value (`s.<column>`), or null for a column the batch no longer
+        has. -#}
     {%- set values = [] -%}
     {%- for column in target_columns -%}
         {%- if column | lower == '_cdc_applied_at' -%}
             {%- do values.append(cdc_run_timestamp()) -%}
         {%- elif column | lower in source_columns -%}
-            {%- do values.append(alias ~ '.' ~ cdc_quote(column)) -%}
+            {%- do values.append('s.' ~ cdc_quote(column)) -%}
         {%- else -%}
             {%- do values.append('null') -%}
         {%- endif -%}
@@ -379,8 +381,8 @@ select
     {%- for value in values %}
     {{ value }}{{ ',' if not loop.last }}
     {%- endfor %}
-from {{ changes }} as changes
-where changes._cdc_op <> 'D'
+from {{ changes }} as s
+where s._cdc_op <> 'D'
 {%- endmacro %}
 
 
