@@ -2,6 +2,7 @@
 #   make demo   sample raw data, stage by stage, through the whole pipeline (the main job)
 #   make run    the pipeline once over whatever is in $CDC_LANDING_ROOT (what a scheduler calls)
 #   make test   every test
+#   make cluster-up / cluster-down / cluster-status   the shared target on this machine (CDC_TARGET=cluster)
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
@@ -9,12 +10,12 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 
-# Paths are made absolute: Spark resolves a relative table location against the warehouse.
+# CDC_LANDING_ROOT, CDC_WAREHOUSE (whose default depends on CDC_TARGET) and the Iceberg jar get
+# their defaults, made absolute, from python_hooks/env.py, which every Python of the venv applies.
 export DBT_PROFILES_DIR := $(CURDIR)/profiles
-export CDC_LANDING_ROOT := $(abspath $(or $(CDC_LANDING_ROOT),data/landing))
-export CDC_WAREHOUSE := $(abspath $(or $(CDC_WAREHOUSE),data/warehouse))
 
-.PHONY: help install check-java system-packages demo run test bench lint docs docs-serve clean
+.PHONY: help install check-java system-packages cluster-packages demo run test bench lint docs docs-serve clean \
+	cluster-up cluster-down cluster-status
 
 SQL_PATHS := $(wildcard models snapshots tests analyses)
 DOCS_PORT ?= 8080
@@ -27,6 +28,9 @@ help:
 	@echo "make docs    build the dbt docs site (target/index.html and target/static_index.html)"
 	@echo "make docs-serve  serve it on http://localhost:$(DOCS_PORT)"
 	@echo "make bench   the benchmark (bench/README.md)"
+	@echo "make cluster-up      start the shared target: PostgreSQL metastore, Spark master + worker, Thrift Server"
+	@echo "make cluster-down    stop it;  make cluster-status  what runs"
+	@echo "                     then CDC_TARGET=cluster make run|demo, or dbt ... --target cluster"
 	@echo "make clean   remove run outputs (data/, target/, logs/)"
 
 $(BIN)/python:
@@ -47,8 +51,9 @@ check-java:
 	  echo "Java not found: Spark needs a JDK 17. On Debian/Ubuntu: sudo apt-get install -y openjdk-17-jre-headless"; \
 	  exit 1; }
 
-# Debian packages: JDK 17 for Spark, Chromium for the docs-site browser test. Root or sudo.
-system-packages:
+# Debian packages: JDK 17 for Spark, Chromium for the docs-site browser test, PostgreSQL and its
+# JDBC driver for the cluster target (cluster-packages). Root or sudo; only what is missing.
+system-packages: cluster-packages
 	@pkgs=""; command -v java >/dev/null || pkgs="$$pkgs openjdk-17-jre-headless"; \
 	command -v chromium >/dev/null || pkgs="$$pkgs chromium"; \
 	if [ -n "$$pkgs" ]; then \
@@ -57,13 +62,33 @@ system-packages:
 	  $$sudo apt-get update -qq && $$sudo apt-get install -y -qq --no-install-recommends $$pkgs; \
 	fi
 
+cluster-packages:
+	@pkgs=""; ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || pkgs="$$pkgs postgresql"; \
+	test -f /usr/share/java/postgresql.jar || pkgs="$$pkgs libpostgresql-jdbc-java"; \
+	if [ -n "$$pkgs" ]; then \
+	  sudo=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  echo "installing Debian packages:$$pkgs"; \
+	  $$sudo apt-get update -qq && $$sudo apt-get install -y -qq --no-install-recommends $$pkgs; \
+	fi
+
+# The shared target on this machine (python_hooks/cluster.py); ports, memory and folders from
+# CDC_* variables (README "Working as a team").
+cluster-up: install check-java cluster-packages
+	CDC_TARGET=cluster $(BIN)/python -m python_hooks cluster up
+
+cluster-down: install
+	CDC_TARGET=cluster $(BIN)/python -m python_hooks cluster down
+
+cluster-status: install
+	@CDC_TARGET=cluster $(BIN)/python -m python_hooks cluster status
+
 demo: install check-java
 	$(BIN)/python -m sample_data.demo
 
 run: install check-java
 	$(BIN)/python -m python_hooks run
 
-test: install check-java
+test: install check-java cluster-packages
 	$(BIN)/python -m pytest tests/pytest
 
 # The benchmark (bench/README.md): 5M rows and 1% batches by default; BENCH_ROWS etc. to scale it.
@@ -89,4 +114,6 @@ docs-serve: install
 	$(BIN)/dbt docs serve --port $(DOCS_PORT) --no-browser
 
 clean:
+	@if CDC_TARGET=cluster $(BIN)/python -m python_hooks cluster status >/dev/null 2>&1; then \
+	  echo "the cluster is running on data/cluster: make cluster-down first"; exit 1; fi
 	rm -rf data target logs

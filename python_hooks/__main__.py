@@ -1,48 +1,93 @@
-"""Command line: `python -m python_hooks <command>`.
+"""Command line: `python -m python_hooks <command>` (`--help` on any of them).
 
-env         print the environment dbt runs with (paths, Iceberg jar, profiles dir)
-write-pth   install the venv start-up hook that applies those defaults
-evolve      the schema-evolution hook alone: evolve the current-state Iceberg tables
-run         the pipeline once: the pre-dbt hooks, then `dbt build` (extra arguments go to dbt)
+env             print the environment dbt runs with (target, paths, Iceberg jar, profiles dir)
+write-pth       install the venv start-up hook that applies those defaults
+evolve          the schema-evolution hook alone: evolve the current-state Iceberg tables
+run             the pipeline once: the pre-dbt hooks, then `dbt build` (extra arguments go to dbt)
+cluster up      start the shared target on this machine: PostgreSQL metastore, Spark, Thrift Server
+cluster down    stop what `cluster up` started
+cluster status  what runs, on which ports, and the locks held in the metastore
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import sys
 
+import click
+
 from python_hooks import env
-from python_hooks.pipeline import run_hooks, run_pipeline
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m python_hooks", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("command", choices=["env", "write-pth", "evolve", "run"])
-    parser.add_argument("dbt_args", nargs=argparse.REMAINDER, help="passed to dbt build (run only)")
-    args = parser.parse_args(argv)
+def _logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    env.apply_defaults()
-    if args.command == "write-pth":
-        print(f"wrote {env.write_pth()}")
-        return 0
-    if args.command == "env":
-        for name in [*env.defaults(), "ICEBERG_SPARK_RUNTIME_JAR"]:
-            print(f"{name}={os.environ.get(name, '')}")
-        return 0
-    if args.command == "evolve":
-        from dbt.cli.main import dbtRunner
 
-        ok, problems, _ = run_hooks(dbtRunner())
-        for problem in problems:
-            logging.getLogger("python_hooks").error("refused: %s", problem)
-        return 0 if ok else 1
-    return 0 if run_pipeline(args.dbt_args) else 1
+
+@click.group(help=__doc__)
+def main() -> None:
+    env.apply_defaults()
+    _logging()
+
+
+@main.command("env", help="Print the environment dbt runs with.")
+def env_command() -> None:
+    for name in [*env.defaults(), "CDC_TARGET", "ICEBERG_SPARK_RUNTIME_JAR"]:
+        click.echo(f"{name}={os.environ.get(name, '')}")
+
+
+@main.command("write-pth", help="Install the venv start-up hook that applies the environment defaults.")
+def write_pth() -> None:
+    click.echo(f"wrote {env.write_pth()}")
+
+
+@main.command(help="Evolve the current-state Iceberg tables' schemas from their raw files.")
+def evolve() -> None:
+    from dbt.cli.main import dbtRunner
+
+    from python_hooks.pipeline import run_hooks
+
+    ok, problems, _ = run_hooks(dbtRunner())
+    for problem in problems:
+        logging.getLogger("python_hooks").error("refused: %s", problem)
+    sys.exit(0 if ok else 1)
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.pass_context
+def run(ctx: click.Context) -> None:
+    """The pipeline once: the hooks, then `dbt build` (extra arguments go to dbt build)."""
+    from python_hooks.pipeline import run_pipeline
+
+    sys.exit(0 if run_pipeline(ctx.args) else 1)
+
+
+@main.group(help="The shared target on this machine (python_hooks/cluster.py).")
+def cluster() -> None:
+    pass
+
+
+@cluster.command("up", help="Start PostgreSQL, a Spark master and worker, and the Thrift Server.")
+def cluster_up() -> None:
+    from python_hooks import cluster as manager
+
+    manager.up(manager.config_from_env())
+
+
+@cluster.command("down", help="Stop what `cluster up` started, by PID.")
+def cluster_down() -> None:
+    from python_hooks import cluster as manager
+
+    manager.down(manager.config_from_env())
+
+
+@cluster.command("status", help="What runs; exits 1 unless every part does.")
+def cluster_status() -> None:
+    from python_hooks import cluster as manager
+
+    sys.exit(0 if manager.status(manager.config_from_env()) else 1)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

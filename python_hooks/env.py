@@ -5,8 +5,11 @@ variables. This module gives each one a default, so that `dbt run` works in the 
 with nothing exported:
 
     DBT_PROFILES_DIR           <project>/profiles
+    CDC_TARGET                 local                        (dbt target: local | cluster)
     CDC_LANDING_ROOT           <project>/data/landing       (raw change files)
     CDC_WAREHOUSE              <project>/data/warehouse     (Iceberg tables + Derby metastore)
+                               <project>/data/cluster/warehouse  when CDC_TARGET=cluster (the
+                               cluster's tables, its metastore is in PostgreSQL)
     ICEBERG_SPARK_RUNTIME_JAR  found in the installed snowpark-connect-deps-iceberg package
 
 Values the user set win; relative paths are made absolute (Spark resolves a relative table
@@ -45,17 +48,20 @@ def find_iceberg_jar() -> Path:
     return jar
 
 
-def defaults() -> dict[str, str]:
+def defaults(target: str = "local") -> dict[str, str]:
+    """Path defaults. The two targets never share a warehouse folder: `make demo` on the embedded
+    target starts by deleting its own, and the same table would have a location in each catalog."""
+    warehouse = PROJECT_ROOT / "data" / ("cluster/warehouse" if target == "cluster" else "warehouse")
     return {
         "DBT_PROFILES_DIR": str(PROJECT_ROOT / "profiles"),
         "CDC_LANDING_ROOT": str(PROJECT_ROOT / "data" / "landing"),
-        "CDC_WAREHOUSE": str(PROJECT_ROOT / "data" / "warehouse"),
+        "CDC_WAREHOUSE": str(warehouse),
     }
 
 
 def apply_defaults(environ: os._Environ[str] | dict[str, str] = os.environ) -> None:
     """Fill in unset variables and make path variables absolute. Never raises."""
-    for name, value in defaults().items():
+    for name, value in defaults(environ.get("CDC_TARGET") or "local").items():
         current = environ.get(name) or value
         environ[name] = os.path.abspath(current)
     if not environ.get("ICEBERG_SPARK_RUNTIME_JAR"):

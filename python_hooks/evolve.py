@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from python_hooks.footers import FooterCache, FooterReadError
+from python_hooks.warehouse import Warehouse
 from python_hooks.schema_plan import (
     DEFAULT_TIMESTAMP_COLUMN,
     ColumnChange,
@@ -43,7 +44,8 @@ class CdcTable:
     """A current-state model and where its raw files are."""
 
     model: str
-    relation: str
+    schema: str
+    identifier: str
     staging_model: str
     source: str
     folder: Path
@@ -85,7 +87,8 @@ def cdc_tables(manifest) -> list[CdcTable]:
         tables.append(
             CdcTable(
                 model=node.name,
-                relation=f"{quote_ident(node.schema)}.{quote_ident(node.alias or node.name)}",
+                schema=node.schema,
+                identifier=node.alias or node.name,
                 staging_model=staging.name,
                 source=f"{source.source_name}.{source.name}",
                 folder=Path(source.identifier),
@@ -111,19 +114,6 @@ def raw_files(table: CdcTable) -> list[Path]:
     return sorted(files, key=age)
 
 
-def current_columns(spark, relation: str) -> list[tuple[str, str]] | None:
-    """(name, type) of the Iceberg table; None when it does not exist yet."""
-    from pyspark.sql.utils import AnalysisException
-
-    try:
-        schema = spark.table(relation).schema
-    except AnalysisException as error:
-        if "TABLE_OR_VIEW_NOT_FOUND" in str(error) or "not found" in str(error).lower():
-            return None
-        raise
-    return [(f.name, f.dataType.simpleString()) for f in schema.fields]
-
-
 def file_groups(folder: Path, file_types: dict[str, dict[str, str]], union: dict[str, str]) -> list[list[str]]:
     """Files grouped so that within a group every column has one type. One group: nothing to record."""
     groups: dict[tuple, list[str]] = {}
@@ -137,23 +127,23 @@ def _refusal_message(refusal: Refusal, table: CdcTable) -> str:
     return f"{refusal.message()} [model {table.model}, source {table.source}]"
 
 
-def evolve(spark, manifest, state_dir: Path, meta_schema: str, run_id: str | None = None) -> EvolutionResult:
+def evolve(warehouse: Warehouse, manifest, state_dir: Path, run_id: str | None = None) -> EvolutionResult:
     result = EvolutionResult(run_id=run_id or str(uuid.uuid4()))
     cache = FooterCache(Path(state_dir) / "footer_cache.json")
     group_rows: dict[str, list[tuple[int, list[str], str]]] = {}
     for table in cdc_tables(manifest):
         try:
-            _evolve_table(spark, table, cache, result, group_rows)
+            _evolve_table(warehouse, table, cache, result, group_rows)
         except FooterReadError as error:
             result.problems.append(f"{table.model} (source {table.source}): {error}. The table was not changed.")
             result.blocked_models.update({table.staging_model, table.model})
     cache.save()
-    _write_log(spark, meta_schema, result)
-    _write_groups(spark, meta_schema, group_rows)
+    _write_log(warehouse, result)
+    _write_groups(warehouse, group_rows)
     return result
 
 
-def _evolve_table(spark, table: CdcTable, cache: FooterCache, result: EvolutionResult, group_rows) -> None:
+def _evolve_table(warehouse: Warehouse, table: CdcTable, cache: FooterCache, result: EvolutionResult, group_rows) -> None:
     files = raw_files(table)
     group_rows[table.staging_model] = []
     if not files:
@@ -163,7 +153,9 @@ def _evolve_table(spark, table: CdcTable, cache: FooterCache, result: EvolutionR
     union = cache.union_schema(key, files)
     problems = [f"{conflict.message()} [model {table.model}, source {table.source}]" for conflict in union.conflicts]
     incoming = business_schema(union.schema, table.producer, table.timestamp_column)
-    plan = plan_schema_changes(table.relation, current_columns(spark, table.relation), incoming, table.timestamp_column)
+    relation = f"{quote_ident(table.schema)}.{quote_ident(table.identifier)}"
+    current = warehouse.columns(table.schema, table.identifier)
+    plan = plan_schema_changes(relation, current, incoming, table.timestamp_column)
     problems += [_refusal_message(refusal, table) for refusal in plan.refusals]
     if problems:
         result.problems.extend(problems)
@@ -172,7 +164,7 @@ def _evolve_table(spark, table: CdcTable, cache: FooterCache, result: EvolutionR
         return
     for change in plan.changes:
         log.info("%s: %s", table.model, change.sql())
-        spark.sql(change.sql())
+        warehouse.execute(change.sql())
         result.applied.append(change)
     raw_types = {name.lower(): t for name, t in _spark_types(union.schema)}
     groups = file_groups(table.folder, cache.file_types(key), raw_types)
@@ -200,7 +192,7 @@ def _sql_string(value: str | None) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _write_log(spark, meta_schema: str, result: EvolutionResult) -> None:
+def _write_log(warehouse: Warehouse, result: EvolutionResult) -> None:
     if not result.applied:
         return
     rows = ", ".join(
@@ -208,20 +200,20 @@ def _write_log(spark, meta_schema: str, result: EvolutionResult) -> None:
         f"{_sql_string(c.old_type)}, {_sql_string(c.new_type)}, current_timestamp())"
         for c in result.applied
     )
-    spark.sql(f"insert into {quote_ident(meta_schema)}.schema_evolution_log values {rows}")
+    warehouse.execute(f"insert into {quote_ident(warehouse.meta_schema)}.schema_evolution_log values {rows}")
 
 
-def _write_groups(spark, meta_schema: str, group_rows: dict[str, list[tuple[int, list[str], str]]]) -> None:
+def _write_groups(warehouse: Warehouse, group_rows: dict[str, list[tuple[int, list[str], str]]]) -> None:
     """Replace, per staging model, the file groups staging must read separately."""
-    relation = f"{quote_ident(meta_schema)}.cdc_raw_file_groups"
-    existing = {r[0] for r in spark.sql(f"select distinct staging_model from {relation}").collect()}
+    relation = f"{quote_ident(warehouse.meta_schema)}.cdc_raw_file_groups"
+    existing = {r[0] for r in warehouse.query(f"select distinct staging_model from {relation}")}
     for staging_model, rows in group_rows.items():
         if staging_model in existing:
-            spark.sql(f"delete from {relation} where staging_model = {_sql_string(staging_model)}")
+            warehouse.execute(f"delete from {relation} where staging_model = {_sql_string(staging_model)}")
         if rows:
             values = ", ".join(
                 f"({_sql_string(staging_model)}, {group_id}, array({', '.join(_sql_string(f) for f in files)}), "
                 f"{_sql_string(types)})"
                 for group_id, files, types in rows
             )
-            spark.sql(f"insert into {relation} values {values}")
+            warehouse.execute(f"insert into {relation} values {values}")

@@ -1,8 +1,9 @@
 """The pipeline once, as `make run` (and a scheduler) calls it:
 
 1. `dbt parse`: the manifest tells which tables are CDC tables and where their raw files are;
-2. the pipeline state tables are created, which also opens the Spark session (the profile's);
-3. the schema-evolution hook evolves every current-state Iceberg table it can;
+2. the pipeline state tables are created (on `local`, this opens the process's Spark session);
+3. the schema-evolution hook evolves every current-state Iceberg table it can, through the dbt
+   adapter of the same target (python_hooks/warehouse.py), so this works on every target;
 4. `dbt build` (models, snapshots, tests in DAG order), without the tables the hook refused;
 5. exit status: non-zero if dbt failed or any change was refused, with one message per refusal.
 """
@@ -10,21 +11,16 @@
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
-from pathlib import Path
+
+from python_hooks.warehouse import Warehouse, dbt_option, state_dir
 
 log = logging.getLogger(__name__)
 
 
-def _spark():
-    from pyspark.sql import SparkSession
-
-    return SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
-
-
 def run_hooks(runner, common_args: Sequence[str] = ()) -> tuple[bool, list[str], set[str]]:
-    """Parse, open the session, evolve. Returns (ok, problems, models dbt must not build)."""
+    """Parse, create the state tables, evolve. Returns (ok, problems, models dbt must not build).
+    `common_args` go to every dbt command and say which target the hooks use (--target)."""
     from python_hooks.evolve import evolve
 
     parsed = runner.invoke(["parse", *common_args])
@@ -32,10 +28,9 @@ def run_hooks(runner, common_args: Sequence[str] = ()) -> tuple[bool, list[str],
         return False, ["dbt parse failed: see the errors above"], set()
     started = runner.invoke(["run-operation", "cdc_create_meta_tables", *common_args])
     if not started.success:
-        return False, ["could not open the Spark session / create the pipeline state tables"], set()
-    spark = _spark()
-    state_dir = Path(os.environ.get("CDC_WAREHOUSE", "data/warehouse")) / "_python_hooks"
-    result = evolve(spark, parsed.result, state_dir, spark.conf.get("spark.cdc.meta_schema"))
+        return False, ["could not connect to the warehouse / create the pipeline state tables"], set()
+    with Warehouse.open(common_args) as warehouse:
+        result = evolve(warehouse, parsed.result, state_dir())
     for change in result.applied:
         log.info(
             "schema evolution: %s.%s %s %s -> %s",
@@ -59,8 +54,10 @@ def run_pipeline(
     problems: list[str] = []
     blocked: set[str] = set()
     hooks_ok = True
+    # A --target given for dbt build is the hooks' target too.
+    target = [f"--target={value}"] if (value := dbt_option(dbt_args, "--target", "-t")) else []
     if hooks:
-        hooks_ok, problems, blocked = run_hooks(runner, common_args)
+        hooks_ok, problems, blocked = run_hooks(runner, [*common_args, *target])
         if not hooks_ok and not blocked:
             for problem in problems:
                 log.error(problem)

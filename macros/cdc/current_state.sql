@@ -118,14 +118,14 @@ from {{ events }}
     {%- if not rows -%}
         {%- do rows.append('(cast(null as string), cast(0 as bigint), ' ~ cdc_sql_string(mode) ~ ')') -%}
     {%- endif -%}
-    {%- do run_query(
+    {%- do cdc_execute(
         'create or replace temporary view ' ~ files_view
         ~ ' as select * from values ' ~ (rows | join(', '))
         ~ ' as batch_files(file_name, change_events, build_mode)'
     ) -%}
 
     {%- set events_view = cdc_batch_view(target, 'events') -%}
-    {%- do run_query(
+    {%- do cdc_execute(
         'create or replace temporary view ' ~ events_view
         ~ ' as select *, ' ~ cdc_row_hash(cdc_column_names(events)) ~ ' as _cdc_row_hash from ' ~ events
         ~ (' where _cdc_source_file in (' ~ cdc_sql_string_list(files) ~ ')' if files else ' where false')
@@ -142,13 +142,13 @@ from {{ events }}
         {%- set model_name = cdc_sql_string(this.identifier) -%}
         {%- if batch.rows[0][2] == 'full' -%}
             {#- First build or --full-refresh: the table was created empty; apply everything. -#}
-            {%- do run_query('delete from ' ~ cdc_meta_relation('cdc_file_ledger') ~ ' where model_name = ' ~ model_name) -%}
-            {%- do run_query('delete from ' ~ cdc_meta_relation('cdc_tombstones') ~ ' where model_name = ' ~ model_name) -%}
-            {%- do run_query(cdc_merge_batch_sql(this, cdc_batch_view(this, 'events'), config.get('unique_key'), into_empty=true)) -%}
+            {%- do cdc_execute('delete from ' ~ cdc_meta_relation('cdc_file_ledger') ~ ' where model_name = ' ~ model_name) -%}
+            {%- do cdc_execute('delete from ' ~ cdc_meta_relation('cdc_tombstones') ~ ' where model_name = ' ~ model_name) -%}
+            {%- do cdc_execute(cdc_merge_batch_sql(this, cdc_batch_view(this, 'events'), config.get('unique_key'), into_empty=true)) -%}
         {%- endif -%}
         {%- if batch.rows[0][0] is not none -%}
             {%- do cdc_record_tombstones(this) -%}
-            {%- do run_query(
+            {%- do cdc_execute(
                 'insert into ' ~ cdc_meta_relation('cdc_file_ledger')
                 ~ ' select ' ~ model_name ~ ', file_name, change_events, '
                 ~ cdc_sql_string(invocation_id) ~ ', current_timestamp() from ' ~ files_view
@@ -167,9 +167,9 @@ from {{ events }}
 
 {% macro cdc_drop_batch_views(target) %}
     {%- for suffix in ['effective', 'changes', 'batch_events'] -%}
-        {%- do run_query('uncache table if exists ' ~ cdc_batch_view(target, suffix)) -%}
+        {%- do cdc_execute('uncache table if exists ' ~ cdc_batch_view(target, suffix)) -%}
     {%- endfor -%}
     {%- for suffix in ['effective', 'changes', 'batch_events', 'events', 'batch_files'] -%}
-        {%- do run_query('drop view if exists ' ~ cdc_batch_view(target, suffix)) -%}
+        {%- do cdc_execute('drop view if exists ' ~ cdc_batch_view(target, suffix)) -%}
     {%- endfor -%}
 {% endmacro %}

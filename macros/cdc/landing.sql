@@ -27,14 +27,14 @@
         over a missing or empty folder reads as empty instead of failing, and only the listing is
         read (no file content). -#}
     {%- set probe = cdc_meta_relation('landing__' ~ source_name ~ '__' ~ table_name) -%}
-    {%- do run_query('drop table if exists ' ~ probe) -%}
-    {%- do run_query(
+    {%- do cdc_execute('drop table if exists ' ~ probe) -%}
+    {%- do cdc_execute(
         'create table ' ~ probe
         ~ ' (path string, modificationTime timestamp, length bigint, content binary)'
         ~ ' using binaryFile location ' ~ cdc_sql_string(folder)
     ) -%}
     {#- The session caches a catalog table's file listing by name, even across drop and create. -#}
-    {%- do run_query('refresh table ' ~ probe) -%}
+    {%- do cdc_execute('refresh table ' ~ probe) -%}
     {%- set result = run_query(
         "select count(*) from " ~ probe
         ~ " where path like '%.parquet' and not regexp(path, '/[._][^/]*$')"
@@ -65,6 +65,14 @@
 {% macro cdc_sql_string(value) -%}
     {#- A SQL string literal: backslashes and single quotes escaped. -#}
     {{ return("'" ~ (value | string).replace('\\', '\\\\').replace("'", "\\'") ~ "'") }}
+{%- endmacro %}
+
+
+{% macro cdc_execute(sql) -%}
+    {#- Runs a statement whose result nobody reads (DDL, DML, cache, procedure calls) without
+        fetching a result: on the cluster target (Thrift Server, PyHive), fetching the result of a
+        DDL/DML statement fails with "'NoneType' object is not iterable". run_query is for queries. -#}
+    {%- do adapter.execute(sql, auto_begin=false, fetch=false) -%}
 {%- endmacro %}
 
 

@@ -67,14 +67,14 @@
         {%- set name = cdc_sql_string(target.schema ~ '.' ~ target.identifier) -%}
         {{ log('cdc compaction of ' ~ target ~ ': ' ~ layout.deleted_rows ~ ' deleted rows of ' ~ layout.data_rows
             ~ ' in ' ~ layout.delete_files ~ ' delete file(s)', info=true) }}
-        {%- do run_query(
+        {%- do cdc_execute(
             'call spark_catalog.system.rewrite_data_files(table => ' ~ name
             ~ ", options => map('delete-file-threshold', '1'))"
         ) -%}
         {#- Rewritten data files keep their data sequence number, so the old deletes are not
             recognised as dangling by sequence numbers: rewriting every delete file drops those
             that point at no live row (all of them here). -#}
-        {%- do run_query(
+        {%- do cdc_execute(
             'call spark_catalog.system.rewrite_position_delete_files(table => ' ~ name
             ~ ", options => map('rewrite-all', 'true'))"
         ) -%}
@@ -113,7 +113,7 @@
         {%- for identifier in tables -%}
             {%- set relation = cdc_meta_relation(identifier) -%}
             {%- if files[loop.index0] >= settings.meta_files -%}
-            {%- do run_query(
+            {%- do cdc_execute(
                 'call spark_catalog.system.rewrite_data_files(table => '
                 ~ cdc_sql_string(relation.schema ~ '.' ~ relation.identifier)
                 ~ ', where => ' ~ cdc_sql_string('model_name = ' ~ cdc_sql_string(model_name))

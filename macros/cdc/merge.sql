@@ -64,7 +64,7 @@
     {%- if into_empty -%}
         {%- set batch_events = events -%}
     {%- else -%}
-        {%- do run_query('cache table ' ~ batch_events ~ ' as select * from ' ~ events) -%}
+        {%- do cdc_execute('cache table ' ~ batch_events ~ ' as select * from ' ~ events) -%}
     {%- endif -%}
 
     {#- 2. Refuse bad input before writing anything. -#}
@@ -75,7 +75,7 @@
            has committed (4, cdc_record_tombstones from the post-hook): a write to cdc_tombstones
            would make Spark drop every cached query that reads it, this one included. -#}
     {%- set tombstones = '(select * from ' ~ tombstone_table ~ ' where model_name = ' ~ model_name ~ ')' -%}
-    {%- do run_query(
+    {%- do cdc_execute(
         'cache table ' ~ changes
         ~ (" options ('storageLevel' 'DISK_ONLY')" if into_empty else '')
         ~ ' as ' ~ cdc_batch_changes_sql(batch_events, tombstones, keys)
@@ -89,11 +89,11 @@
     {%- if truncate.rows | length > 0 -%}
         {%- set truncate_ts = "cast('" ~ truncate.rows[0][0].strftime('%Y-%m-%d %H:%M:%S.%f') ~ "' as timestamp)" -%}
         {%- set truncate_seq = cdc_sql_string(truncate.rows[0][1]) -%}
-        {%- do run_query(
+        {%- do cdc_execute(
             'insert into ' ~ tombstone_table ~ ' select ' ~ model_name ~ ", '*', "
             ~ truncate_ts ~ ', ' ~ truncate_seq ~ ", 'truncate', current_timestamp()"
         ) -%}
-        {%- do run_query(
+        {%- do cdc_execute(
             'delete from ' ~ target ~ ' where _cdc_ts < ' ~ truncate_ts
             ~ ' or (_cdc_ts = ' ~ truncate_ts ~ ' and _cdc_seq <= ' ~ truncate_seq ~ ')'
         ) -%}
@@ -110,7 +110,7 @@
            event again (same commit time and same content: a re-delivery with a new position).
            An Iceberg write commits even when no row changes, so an empty set skips it. Each
            change is flagged by whether its key has a row (_cdc_matched). -#}
-    {%- do run_query('cache table ' ~ effective ~ ' as ' ~ cdc_effective_changes_sql(changes, target, keys, match_flag=true)) -%}
+    {%- do cdc_execute('cache table ' ~ effective ~ ' as ' ~ cdc_effective_changes_sql(changes, target, keys, match_flag=true)) -%}
     {%- set counts = run_query(
         'select count_if(_cdc_matched), count_if(not _cdc_matched) from ' ~ effective
     ).rows[0] -%}
@@ -134,22 +134,22 @@
     {%- set on_branch = matched and inserts -%}
     {%- set written = target ~ '.' ~ cdc_quote('branch_' ~ branch) if on_branch else target -%}
     {%- if on_branch -%}
-        {%- do run_query('alter table ' ~ target ~ ' drop branch if exists ' ~ cdc_quote(branch)) -%}
-        {%- do run_query('alter table ' ~ target ~ ' create branch ' ~ cdc_quote(branch)) -%}
+        {%- do cdc_execute('alter table ' ~ target ~ ' drop branch if exists ' ~ cdc_quote(branch)) -%}
+        {%- do cdc_execute('alter table ' ~ target ~ ' create branch ' ~ cdc_quote(branch)) -%}
     {%- endif -%}
     {%- if inserts -%}
-        {%- do run_query(cdc_insert_changes_sql(
+        {%- do cdc_execute(cdc_insert_changes_sql(
             written, '(select * from ' ~ effective ~ ' where not _cdc_matched)', values)) -%}
     {%- endif -%}
     {%- if matched -%}
-        {%- do run_query(cdc_merge_matched_sql(written, changes, keys, target_columns, values)) -%}
+        {%- do cdc_execute(cdc_merge_matched_sql(written, changes, keys, target_columns, values)) -%}
     {%- endif -%}
     {%- if on_branch -%}
-        {%- do run_query(
+        {%- do cdc_execute(
             'call spark_catalog.system.fast_forward(table => ' ~ cdc_sql_string(target.schema ~ '.' ~ target.identifier)
             ~ ", branch => 'main', to => " ~ cdc_sql_string(branch) ~ ')'
         ) -%}
-        {%- do run_query('alter table ' ~ target ~ ' drop branch ' ~ cdc_quote(branch)) -%}
+        {%- do cdc_execute('alter table ' ~ target ~ ' drop branch ' ~ cdc_quote(branch)) -%}
     {%- endif -%}
     {{ return("select 'batch applied' as cdc_merge") }}
 {% endmacro %}
@@ -395,7 +395,7 @@ where s._cdc_op <> 'D'
         MERGE) and are recorded here. -#}
     {%- set changes = cdc_batch_view(target, 'changes') -%}
     {%- if run_query("select count(*) from " ~ changes ~ " where _cdc_op = 'D'").columns[0].values()[0] > 0 -%}
-        {%- do run_query(
+        {%- do cdc_execute(
             'insert into ' ~ cdc_meta_relation('cdc_tombstones')
             ~ ' select ' ~ cdc_sql_string(target.identifier) ~ ', _cdc_key_json, _cdc_ts, _cdc_seq, _cdc_source_file,'
             ~ ' current_timestamp() from ' ~ changes ~ " where _cdc_op = 'D'"

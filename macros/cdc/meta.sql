@@ -20,8 +20,8 @@
 
 {% macro cdc_create_meta_tables() %}
     {%- if execute -%}
-        {%- do run_query('create database if not exists ' ~ cdc_meta_schema()) -%}
-        {%- do run_query(
+        {%- do cdc_execute('create database if not exists ' ~ cdc_meta_schema()) -%}
+        {%- do cdc_execute(
             'create table if not exists ' ~ cdc_meta_relation('cdc_file_ledger') ~ ' (
                 model_name string,
                 file_name string,
@@ -32,7 +32,7 @@
             partitioned by (model_name)
             tblproperties (\'format-version\' = \'2\')'
         ) -%}
-        {%- do run_query(
+        {%- do cdc_execute(
             'create table if not exists ' ~ cdc_meta_relation('cdc_tombstones') ~ ' (
                 model_name string,
                 key_json string,
@@ -44,7 +44,7 @@
             partitioned by (model_name)
             tblproperties (\'format-version\' = \'2\')'
         ) -%}
-        {%- do run_query(
+        {%- do cdc_execute(
             'create table if not exists ' ~ cdc_meta_relation('schema_evolution_log') ~ ' (
                 run_id string,
                 table_name string,
@@ -56,7 +56,7 @@
             ) using iceberg
             tblproperties (\'format-version\' = \'2\')'
         ) -%}
-        {%- do run_query(
+        {%- do cdc_execute(
             'create table if not exists ' ~ cdc_meta_relation('cdc_raw_file_groups') ~ ' (
                 staging_model string,
                 group_id int,
@@ -65,8 +65,6 @@
             ) using iceberg
             tblproperties (\'format-version\' = \'2\')'
         ) -%}
-        {#- Tells the Python hooks, which share this Spark session, where the pipeline state lives. -#}
-        {%- do run_query('set spark.cdc.meta_schema = ' ~ cdc_meta_schema()) -%}
     {%- endif -%}
     select 1
 {% endmacro %}

@@ -39,7 +39,7 @@
 {% macro scd2_drop_changes_view() %}
     {#- Post-hook of models on the scd2_versions strategy: drops (and uncaches) the diff it merged. -#}
     {%- if execute -%}
-        {%- do run_query('drop view if exists ' ~ scd2_changes_view(this)) -%}
+        {%- do cdc_execute('drop view if exists ' ~ scd2_changes_view(this)) -%}
     {%- endif -%}
     select 1
 {% endmacro %}
@@ -116,10 +116,10 @@
                 {%- endfor %}
             )
     {%- endset -%}
-    {%- do run_query('drop view if exists ' ~ changes) -%}
-    {%- do run_query('cache table ' ~ changes ~ ' as ' ~ changes_sql) -%}
+    {%- do cdc_execute('drop view if exists ' ~ changes) -%}
+    {%- do cdc_execute('cache table ' ~ changes ~ ' as ' ~ changes_sql) -%}
     {%- if scd2_relation_is_empty(changes) -%}
-        {%- do run_query('drop view if exists ' ~ changes) -%}
+        {%- do cdc_execute('drop view if exists ' ~ changes) -%}
         {{ return(scd2_noop_sql()) }}
     {%- endif -%}
 

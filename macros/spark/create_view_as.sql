@@ -4,7 +4,7 @@
     so a staging view would never pick up new raw columns. Otherwise identical to upstream. -#}
 {% macro spark__create_view_as(relation, sql) -%}
     {%- if execute -%}
-        {%- do run_query('drop view if exists ' ~ relation) -%}
+        {%- do cdc_execute('drop view if exists ' ~ relation) -%}
     {%- endif -%}
     {{ dbt.spark__create_view_as(relation, sql) }}
 {%- endmacro %}

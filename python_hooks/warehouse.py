@@ -1,0 +1,114 @@
+"""The one seam between the Python hooks and the warehouse: SQL through the dbt adapter of the
+target dbt runs on, so the same command works on every target. On `local` that adapter drives the
+process's embedded Spark session; on `cluster` it is a Thrift connection (a scheduler host needs only
+Python and the profile).
+
+    with Warehouse.open(target="cluster") as warehouse:
+        rows = warehouse.query("select ...")       # a list of tuples
+        warehouse.execute("alter table ...")       # DDL/DML: no result fetched
+
+`execute` never fetches a result: PyHive fails with "'NoneType' object is not iterable" when asked
+for the result of a DDL/DML statement on Spark 3.5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from python_hooks import env
+from python_hooks.schema_plan import quote_ident
+
+
+def dbt_option(args: Sequence[str], *names: str) -> str | None:
+    """The value of a dbt command-line option (`--target x`, `--target=x`, `-t x`), last one wins."""
+    value = None
+    for i, arg in enumerate(args):
+        for name in names:
+            if arg == name and i + 1 < len(args):
+                value = args[i + 1]
+            elif arg.startswith(name + "="):
+                value = arg.split("=", 1)[1]
+    return value
+
+
+@dataclass
+class Warehouse:
+    adapter: object
+    target: str
+    schema: str
+
+    @classmethod
+    def open(cls, dbt_args: Sequence[str] = ()) -> Warehouse:
+        """The adapter of the profile's target, or of `--target` in `dbt_args` (dbt's own options:
+        --target/-t, --project-dir, --profiles-dir)."""
+        from dbt.adapters.factory import get_adapter, register_adapter
+        from dbt.config.runtime import RuntimeConfig
+        from dbt.flags import set_from_args
+        from dbt.mp_context import get_mp_context
+        from dbt_common.context import set_invocation_context
+
+        env.apply_defaults()
+        args = argparse.Namespace(
+            project_dir=dbt_option(dbt_args, "--project-dir") or str(env.PROJECT_ROOT),
+            profiles_dir=dbt_option(dbt_args, "--profiles-dir") or os.environ["DBT_PROFILES_DIR"],
+            target=dbt_option(dbt_args, "--target", "-t"),
+            profile=None,
+            threads=None,
+            vars={},
+        )
+        set_invocation_context(os.environ)
+        set_from_args(args, None)
+        config = RuntimeConfig.from_args(args)
+        register_adapter(config, get_mp_context())
+        return cls(adapter=get_adapter(config), target=config.target_name, schema=config.credentials.schema)
+
+    @property
+    def meta_schema(self) -> str:
+        """The pipeline's own tables (macros/cdc/meta.sql: cdc_meta_schema)."""
+        return f"{self.schema}_cdc_meta"
+
+    def query(self, sql: str) -> list[tuple]:
+        with self.adapter.connection_named("python_hooks"):
+            _, table = self.adapter.execute(sql, fetch=True)
+        return [tuple(row) for row in table.rows]
+
+    def execute(self, sql: str) -> None:
+        with self.adapter.connection_named("python_hooks"):
+            self.adapter.execute(sql, fetch=False)
+
+    def table_exists(self, schema: str, identifier: str) -> bool:
+        if not any(row[0].lower() == schema.lower() for row in self.query("show databases")):
+            return False
+        rows = self.query(f"show tables in {quote_ident(schema)}")
+        # show tables: (namespace, tableName, isTemporary)
+        return any(row[1].lower() == identifier.lower() and not row[2] for row in rows)
+
+    def columns(self, schema: str, identifier: str) -> list[tuple[str, str]] | None:
+        """(name, Spark type) of a table's columns; None when it does not exist."""
+        if not self.table_exists(schema, identifier):
+            return None
+        columns = []
+        for name, data_type, *_ in self.query(f"describe table {quote_ident(schema)}.{quote_ident(identifier)}"):
+            if not name or name.startswith("#"):
+                break  # partitioning and detail sections follow the columns
+            columns.append((name, data_type))
+        return columns
+
+    def close(self) -> None:
+        self.adapter.cleanup_connections()
+
+    def __enter__(self) -> Warehouse:
+        return self
+
+    def __exit__(self, kind: type | None, error: BaseException | None, trace: TracebackType | None) -> None:
+        self.close()
+
+
+def state_dir() -> Path:
+    """Client-side state of the hooks (the footer cache): beside the warehouse of the target."""
+    return Path(os.environ.get("CDC_WAREHOUSE", "data/warehouse")) / "_python_hooks"
