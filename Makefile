@@ -38,7 +38,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # Re-installs when the pins change. The .pth start-up hook gives dbt its environment defaults.
-$(VENV)/.installed: requirements.txt $(BIN)/python
+$(VENV)/.installed: requirements.txt python_hooks/env.py $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	$(BIN)/python -m python_hooks write-pth

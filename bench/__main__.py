@@ -6,13 +6,18 @@
     BENCH_SCALE_FACTOR      the scaled table is this many times larger     (default 4)
     BENCH_SEED              generator seed                                 (default 20261101)
     BENCH_WORK              work folder: raw files, warehouse, dbt project (default data/bench; emptied first)
-    BENCH_RESULTS           where latest.json / latest.md go              (default bench/results)
+    BENCH_TARGET            local | cluster: the dbt target measured      (default local; cluster: after
+                            `make cluster-up`)
+    BENCH_RESULTS           where latest.json / latest.md go              (default bench/results;
+                            latest-cluster.json / .md on the cluster target)
     BENCH_REF               take macros/, dbt_project.yml, profiles/ from this git commit (default: working tree)
     BENCH_PATCH             comma-separated diffs applied to a copy of macros/, dbt_project.yml and
                             profiles/ before the run, to measure a proposed change
     CDC_DRIVER_MEMORY, CDC_SHUFFLE_PARTITIONS   the profile's own knobs
 
-Runs in a fresh warehouse of its own (BENCH_WORK/warehouse), never the project's data/warehouse.
+On `local`, runs in a fresh warehouse of its own (BENCH_WORK/warehouse), never the project's
+data/warehouse. On `cluster`, in the cluster's warehouse, in the schemas `bench`, `bench_staging`,
+`bench_current`, `bench_cdc_meta`, which it drops at the start of every run.
 """
 
 from __future__ import annotations
@@ -50,18 +55,24 @@ def main() -> int:
 
     from bench.report import markdown, write_results
     from bench.run import Settings, run_benchmark
+    from bench.sql import TargetUnavailable
     from python_hooks import env
 
     settings = Settings.from_env()
     work = Path(os.environ.get("BENCH_WORK") or REPO_ROOT / "data" / "bench").resolve()
     results_dir = Path(os.environ.get("BENCH_RESULTS") or REPO_ROOT / "bench" / "results").resolve()
     _fresh_work(work)
-    # The bench's own warehouse and metastore: static Spark settings, so before the session starts.
-    os.environ["CDC_WAREHOUSE"] = str(work / "warehouse")
+    if settings.target == "local":
+        # The bench's own warehouse and metastore: static Spark settings, so before the session starts.
+        os.environ["CDC_WAREHOUSE"] = str(work / "warehouse")
     env.apply_defaults()
     log.info("benchmark: %s, work folder %s", settings, work)
 
-    results = run_benchmark(settings, work)
+    try:
+        results = run_benchmark(settings, work)
+    except TargetUnavailable as error:
+        log.error("%s", error)
+        return 2
     json_path, md_path = write_results(results, results_dir)
     sys.stdout.write(markdown(results))
     log.info("wrote %s and %s", json_path, md_path)

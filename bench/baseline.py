@@ -1,12 +1,15 @@
-"""The two yardsticks the pipeline is measured against, run in the pipeline's own SparkSession.
+"""The two yardsticks the pipeline is measured against, run as SQL on the pipeline's own target.
 
-handwritten_merge  what the seed's Glue job did, written by hand in PySpark: read the batch's
-                   new files, keep the last change per key by (last_update_time,
-                   AR_H_CHANGE_SEQ), then one MERGE INTO with upsert/delete. No tombstones, no
-                   "is it newer than the row" guard, no ledger, no validation: the job a careful
-                   engineer would write for this one table.
+handwritten_merge  what the seed's Glue job did, written by hand: read the batch's new files, keep
+                   the last change per key by (last_update_time, AR_H_CHANGE_SEQ) in a temporary
+                   view, then one MERGE INTO with upsert/delete. No tombstones, no "is it newer than
+                   the row" guard, no ledger, no validation: the job a careful engineer would write
+                   for this one table.
 floor              the least any merge must do: scan the target's key column (to find the rows
                    the batch touches) and write the batch's rows once as Parquet.
+
+Both are plain SQL through the bench's SQL runner (bench/sql.py), so they are the same job on every
+target: in the process's SparkSession on `local`, in a session of the Thrift Server on `cluster`.
 
 Both run against the dbt-built table in the state it had before the measured batch: the
 handwritten MERGE sets the table back to that snapshot, merges, and the caller restores the
@@ -20,80 +23,123 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench.sql import Sql, columns, quote_path, string_literal
+
 SOURCE_VIEW = "bench_handwritten_batch"
 
 
-def current_snapshot(spark, relation: str) -> int | None:
-    rows = spark.sql(f"select snapshot_id from {relation}.refs where name = 'main'").collect()
+def current_snapshot(sql: Sql, relation: str) -> int | None:
+    rows = sql.query(f"select snapshot_id from {relation}.refs where name = 'main'")
     return int(rows[0][0]) if rows else None
 
 
-def set_current_snapshot(spark, relation: str, snapshot_id: int) -> None:
-    spark.sql(f"call spark_catalog.system.set_current_snapshot(table => '{relation}', snapshot_id => {snapshot_id})")
+def set_current_snapshot(sql: Sql, relation: str, snapshot_id: int) -> None:
+    sql.execute(f"call spark_catalog.system.set_current_snapshot(table => '{relation}', snapshot_id => {snapshot_id})")
 
 
-def handwritten_merge(spark, relation: str, files: Sequence[Path], key: str) -> float:
-    """Seconds for the whole job (read, dedup, MERGE)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
+def batch_files(files: Sequence[Path]) -> str:
+    """The batch's raw files as one path Spark reads: a glob naming each file (`folder/{a,b}`)."""
+    folders = {Path(f).parent for f in files}
+    if len(folders) != 1:
+        raise ValueError(f"the batch's files must be in one folder, got {sorted(map(str, folders))}")
+    names = [Path(f).name for f in files]
+    return f"{folders.pop()}/{names[0]}" if len(names) == 1 else f"{folders.pop()}/{{{','.join(names)}}}"
 
-    start = time.perf_counter()
-    target_columns = spark.table(relation).columns
+
+def _q(column: str) -> str:
+    return "`" + column.replace("`", "``") + "`"
+
+
+def handwritten_batch_sql(target_columns: Sequence[str], files: Sequence[Path], key: str) -> str:
+    """The temporary view: the last change per key of the batch's files, in the target's columns."""
     business = [c for c in target_columns if not c.startswith("_cdc_")]
-    raw = spark.read.parquet(*[str(f) for f in files])
-    events = raw.select(
-        *[F.col(c) for c in business],
-        F.col("Op").alias("_cdc_op"),
-        F.col("last_update_time").alias("_cdc_ts"),
-        F.col("AR_H_CHANGE_SEQ").alias("_cdc_seq"),
-        F.col("_metadata.file_name").alias("_cdc_source_file"),
-    )
-    last_change = Window.partitionBy(key).orderBy(F.col("_cdc_ts").desc(), F.col("_cdc_seq").desc())
-    latest = (
-        events.withColumn("_rank", F.row_number().over(last_change))
-        .where(F.col("_rank") == 1)
-        .select(
-            *business,
-            "_cdc_op",
-            "_cdc_ts",
-            "_cdc_seq",
-            "_cdc_source_file",
-            F.xxhash64(*business).alias("_cdc_row_hash"),
-            F.current_timestamp().alias("_cdc_applied_at"),
-        )
-        .select(*target_columns)
-    )
-    latest.createOrReplaceTempView(SOURCE_VIEW)
-    spark.sql(f"""
+    values = {
+        **{c: _q(c) for c in business},
+        "_cdc_op": "_cdc_op",
+        "_cdc_ts": "_cdc_ts",
+        "_cdc_seq": "_cdc_seq",
+        "_cdc_source_file": "_cdc_source_file",
+        "_cdc_row_hash": f"xxhash64({', '.join(_q(c) for c in business)})",
+        "_cdc_applied_at": "current_timestamp()",
+    }
+    missing = [c for c in target_columns if c not in values]
+    if missing:
+        raise ValueError(f"the hand-written job does not know the target's columns {missing}")
+    business_list = ",\n        ".join(_q(c) for c in business)
+    final = ",\n    ".join(f"{values[c]} as {_q(c)}" for c in target_columns)
+    return f"""
+create or replace temporary view {SOURCE_VIEW} as
+with
+
+events as (
+
+    select
+        {business_list},
+        Op as _cdc_op,
+        last_update_time as _cdc_ts,
+        AR_H_CHANGE_SEQ as _cdc_seq,
+        _metadata.file_name as _cdc_source_file
+
+    from parquet.{quote_path(batch_files(files))}
+
+),
+
+latest as (
+
+    select
+        events.*,
+        row_number() over (
+            partition by events.{_q(key)}
+            order by events._cdc_ts desc, events._cdc_seq desc
+        ) as change_rank
+
+    from events
+
+)
+
+select
+    {final}
+
+from latest
+where change_rank = 1
+"""
+
+
+def handwritten_merge(sql: Sql, relation: str, files: Sequence[Path], key: str) -> float:
+    """Seconds for the whole job (read, dedup, MERGE)."""
+    start = time.perf_counter()
+    sql.execute(handwritten_batch_sql(columns(sql, relation), files, key))
+    sql.execute(f"""
         merge into {relation} as t
         using {SOURCE_VIEW} as s
-        on t.`{key}` = s.`{key}`
+        on t.{_q(key)} = s.{_q(key)}
         when matched and s._cdc_op = 'D' then delete
         when matched then update set *
         when not matched and s._cdc_op <> 'D' then insert *
     """)
     seconds = time.perf_counter() - start
-    spark.catalog.dropTempView(SOURCE_VIEW)
+    sql.execute(f"drop view if exists {SOURCE_VIEW}")
     return seconds
 
 
-def floor(spark, relation: str, snapshot_id: int, key: str, files: Sequence[Path], out: Path) -> tuple[float, float]:
+def floor(sql: Sql, relation: str, snapshot_id: int, key: str, files: Sequence[Path], out: Path) -> tuple[float, float]:
     """(seconds to scan the key column of the target at `snapshot_id`, seconds to write the
     batch's rows as Parquet)."""
     start = time.perf_counter()
-    spark.sql(f"select `{key}` from {relation} version as of {snapshot_id}").write.format("noop").mode(
-        "overwrite"
-    ).save()
+    sql.consume(f"select {_q(key)} from {relation} version as of {snapshot_id}")
     scan = time.perf_counter() - start
     start = time.perf_counter()
-    spark.read.parquet(*[str(f) for f in files]).write.mode("overwrite").parquet(str(out))
+    sql.execute(
+        f"insert overwrite directory {string_literal(out)} using parquet "
+        f"select * from parquet.{quote_path(batch_files(files))}"
+    )
     write = time.perf_counter() - start
     shutil.rmtree(out, ignore_errors=True)
     return scan, write
 
 
-def scan_key_column(spark, relation: str, key: str) -> dict:
+def scan_key_column(sql: Sql, relation: str, key: str) -> dict:
     """Seconds to scan the key column of the table as it is now (after compaction: no deletes to apply)."""
     start = time.perf_counter()
-    spark.table(relation).select(key).write.format("noop").mode("overwrite").save()
+    sql.consume(f"select {_q(key)} from {relation}")
     return {"scan_key_column_after_seconds": round(time.perf_counter() - start, 3)}

@@ -396,8 +396,9 @@ CHECKSUM_SQL = (
 )
 
 
-def table_checksum(spark, relation: str) -> Checksum:
-    row = spark.sql(CHECKSUM_SQL.format(relation=relation)).collect()[0]
+def table_checksum(sql, relation: str) -> Checksum:
+    """The table's checksum, through the bench's SQL runner (bench/sql.py)."""
+    row = sql.query(CHECKSUM_SQL.format(relation=relation))[0]
     return Checksum(*(int(v) for v in row))
 
 

@@ -1,5 +1,6 @@
-"""Measuring instruments: stage timer with the Spark driver's peak memory, and a per-statement
-profile of every SQL statement dbt sends (from dbt's own SQLQuery / SQLQueryStatus events)."""
+"""Measuring instruments: stage timer with the Spark driver's peak memory (on `local`, where the
+driver is this process's JVM), and a per-statement profile of every SQL statement dbt sends (from
+dbt's own SQLQuery / SQLQueryStatus events, on every target)."""
 
 from __future__ import annotations
 
@@ -258,10 +259,32 @@ class DriverMemory:
             return (self._peak_heap / MB if self._peak_heap else None), (rss / MB if rss else None)
 
 
+class RemoteDriver:
+    """The `cluster` target: the driver is the Thrift Server's JVM and the tasks run in the
+    executors', other processes (other machines, in production). The client measures neither their
+    heap nor their CPU time: every memory and CPU figure of the run is None ("n/a")."""
+
+    max_heap: int | None = None
+    overall_peak_heap = 0
+    overall_peak_rss = 0
+
+    def stop(self) -> None:
+        pass
+
+    def cpu_seconds(self) -> float | None:
+        return None
+
+    def begin(self) -> None:
+        pass
+
+    def end(self) -> tuple[float | None, float | None]:
+        return None, None
+
+
 class Stages:
     """Times named stages and records each with the driver's peak memory during it."""
 
-    def __init__(self, memory: DriverMemory) -> None:
+    def __init__(self, memory: DriverMemory | RemoteDriver) -> None:
         self.memory = memory
         self.records: list[StageRecord] = []
 
@@ -277,7 +300,7 @@ class Stages:
         finally:
             record.seconds = time.perf_counter() - start
             # CPU time is what contention for the cores does not inflate: the JVM's and dbt's.
-            record.cpu_seconds = self.memory.cpu_seconds() - cpu
+            record.cpu_seconds = None if cpu is None else self.memory.cpu_seconds() - cpu
             record.peak_heap_mb, record.peak_rss_mb = self.memory.end()
             self.records.append(record)
             log.info("stage %s: %.2f s", name, record.seconds)

@@ -1,4 +1,5 @@
-"""Writing a run's results: `latest.json` (everything) and `latest.md` (the tables for humans)."""
+"""Writing a run's results: `latest.json` (everything) and `latest.md` (the tables for humans);
+`latest-cluster.json` / `latest-cluster.md` for a run on the cluster target."""
 
 from __future__ import annotations
 
@@ -6,6 +7,11 @@ import json
 from pathlib import Path
 
 RATIO_KEYS = ("R1", "R2", "R3", "S")
+TARGET_NOTES = {
+    "local": "Target `local`: dbt and the bench in one embedded Spark session.",
+    "cluster": "Target `cluster`: dbt and the bench's own SQL in sessions of the cluster's Spark Thrift Server "
+    "(master {master}).",
+}
 
 
 def _fmt(value, digits: int = 2) -> str:
@@ -20,6 +26,8 @@ def _fmt(value, digits: int = 2) -> str:
 
 def markdown(results: dict) -> str:
     scale, machine, memory = results["scale"], results["machine"], results["peak_memory"]
+    target = results.get("target", "local")
+    remote = target != "local"
     lines = [
         "# CDC pipeline benchmark",
         "",
@@ -31,6 +39,9 @@ def markdown(results: dict) -> str:
         f"Run {results['started_at']}, {results['elapsed_seconds']} s in all"
         + (f"; patches: {', '.join(results['settings']['patches'])}" if results["settings"]["patches"] else "")
         + ".",
+        TARGET_NOTES.get(target, f"Target `{target}`.").format(
+            master=results["settings"]["spark"].get("spark.master", "unknown")
+        ),
         "",
         "| ratio | measured | goal | met | definition |",
         "|---|---:|---:|:-:|---|",
@@ -43,11 +54,18 @@ def markdown(results: dict) -> str:
     lines += [
         "",
         f"Tables equal to the replay after every checked stage: {'yes' if results['correct'] else '**NO**'}.",
-        "The same ratios on CPU time (JVM + dbt; what other processes competing for the cores do not inflate): "
-        + ", ".join(f"{k} {_fmt(v)}" for k, v in results["details"]["cpu_time_ratios"].items())
-        + f". Load average (1 min) at start {machine['load_average_1m_at_start']}, "
+        (
+            "CPU time: n/a on this target (the work runs in the Thrift Server's and the executors' JVMs, "
+            "not in this process)."
+            if remote
+            else "The same ratios on CPU time (JVM + dbt; what other processes competing for the cores do not "
+            "inflate): " + ", ".join(f"{k} {_fmt(v)}" for k, v in results["details"]["cpu_time_ratios"].items()) + "."
+        )
+        + f" Load average (1 min) at start {machine['load_average_1m_at_start']}, "
         f"at end {machine['load_average_1m_at_end']}.",
-        f"Peak driver memory: heap {_fmt(memory['driver_heap_peak_mb'])} MB "
+        "Peak driver memory: n/a on this target (the driver is the Thrift Server's JVM)."
+        if remote
+        else f"Peak driver memory: heap {_fmt(memory['driver_heap_peak_mb'])} MB "
         f"of {_fmt(memory['driver_heap_max_mb'])} MB, process RSS {_fmt(memory['driver_rss_peak_mb'])} MB.",
         "",
         "| stage | seconds | CPU seconds | rows | rows/s | peak heap MB | peak RSS MB |",
@@ -69,9 +87,16 @@ def markdown(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def result_names(target: str) -> tuple[str, str]:
+    """`latest.json`, `latest.md` on `local`; `latest-<target>.json`, `.md` on another target."""
+    stem = "latest" if target == "local" else f"latest-{target}"
+    return f"{stem}.json", f"{stem}.md"
+
+
 def write_results(results: dict, directory: Path) -> tuple[Path, Path]:
     directory.mkdir(parents=True, exist_ok=True)
-    json_path, md_path = directory / "latest.json", directory / "latest.md"
+    json_name, md_name = result_names(results.get("target", "local"))
+    json_path, md_path = directory / json_name, directory / md_name
     for path, text in ((json_path, json.dumps(results, indent=2, default=str) + "\n"), (md_path, markdown(results))):
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(text, encoding="utf-8")

@@ -263,7 +263,9 @@ def _prepare_metastore(config: ClusterConfig) -> None:
         log.warning("postgres: removed %d stale lock(s) left by a process that died", len(stale.splitlines()))
 
 
-def _metastore_properties(config: ClusterConfig, environ: os._Environ[str] | dict[str, str] = os.environ) -> dict[str, str]:
+def _metastore_properties(
+    config: ClusterConfig, environ: os._Environ[str] | dict[str, str] = os.environ
+) -> dict[str, str]:
     properties = {
         "javax.jdo.option.ConnectionURL": f"jdbc:postgresql://{HOST}:{config.pg_port}/{METASTORE_DB}",
         "javax.jdo.option.ConnectionDriverName": "org.postgresql.Driver",
@@ -304,10 +306,19 @@ def _create_metastore_schema(config: ClusterConfig) -> None:
     }
     _private_file(work / "metastore-schema.properties", "".join(f"{k}={v}\n" for k, v in properties.items()))
     command = ["java", "-cp", f"{jars}/*:{POSTGRES_JDBC_JAR}", "org.datanucleus.store.schema.SchemaTool"]
-    command += ["-create", "-api", "JDO", "-props", str(work / "metastore-schema.properties"), str(work / "package.jdo")]
+    command += [
+        "-create",
+        "-api",
+        "JDO",
+        "-props",
+        str(work / "metastore-schema.properties"),
+        str(work / "package.jdo"),
+    ]
     with config.log_file("metastore-schema").open("ab") as out:
         result = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False)
-    if result.returncode != 0 or not psql(config, "select 1 from pg_tables where tablename = 'DBS'", database=METASTORE_DB):
+    if result.returncode != 0 or not psql(
+        config, "select 1 from pg_tables where tablename = 'DBS'", database=METASTORE_DB
+    ):
         raise SystemExit(f"creating the metastore schema failed: see {config.log_file('metastore-schema')}")
     log.info("postgres: metastore schema created")
 
@@ -392,6 +403,7 @@ def thrift_settings(config: ClusterConfig, environ: os._Environ[str] | dict[str,
     """The Thrift Server's Spark settings: Iceberg on spark_catalog, the metastore in PostgreSQL,
     Iceberg's commit lock on (the default), commit retries raised for concurrent writers."""
     iceberg = env.find_iceberg_jar()
+    log4j = config.root / "conf" / "log4j2.properties"
     settings = {
         "spark.app.name": "cdc-lakehouse-thrift",
         "spark.master": config.master_url,
@@ -399,7 +411,7 @@ def thrift_settings(config: ClusterConfig, environ: os._Environ[str] | dict[str,
         "spark.driver.bindAddress": HOST,
         "spark.driver.memory": config.driver_memory,
         "spark.driver.extraClassPath": f"{iceberg}:{POSTGRES_JDBC_JAR}",
-        "spark.driver.extraJavaOptions": f"{_marker(config)} -Dlog4j2.configurationFile=file:{config.root}/conf/log4j2.properties",
+        "spark.driver.extraJavaOptions": f"{_marker(config)} -Dlog4j2.configurationFile=file:{log4j}",
         "spark.executor.extraClassPath": str(iceberg),
         "spark.executor.memory": config.executor_memory,
         "spark.cores.max": str(config.worker_cores),

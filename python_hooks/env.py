@@ -15,7 +15,7 @@ with nothing exported:
 Values the user set win; relative paths are made absolute (Spark resolves a relative table
 location against the warehouse, not the working directory). `make` installs a `.pth` file into
 the venv (`python -m python_hooks write-pth`) that calls `apply_defaults()` at interpreter
-start-up, which is how a plain `dbt` in the activated venv sees them.
+start-up (`startup()`), which is how a plain `dbt` in the activated venv sees them.
 """
 
 from __future__ import annotations
@@ -71,12 +71,21 @@ def apply_defaults(environ: os._Environ[str] | dict[str, str] = os.environ) -> N
             pass  # the profile then fails with a message naming the variable
 
 
+def startup() -> None:
+    """What the venv's start-up hook runs in every Python process: the defaults above, and the
+    one-process-at-a-time guard of the embedded warehouse (python_hooks/embedded_lock.py)."""
+    apply_defaults()
+    from python_hooks import embedded_lock
+
+    embedded_lock.install()
+
+
 def write_pth() -> Path:
     """Install the start-up hook into the running interpreter's site-packages (the venv)."""
     site_packages = Path(sysconfig.get_paths()["purelib"])
     pth = site_packages / PTH_NAME
     pth.write_text(
-        f"{PROJECT_ROOT}\nimport python_hooks.env as _cdc_env; _cdc_env.apply_defaults()\n",
+        f"{PROJECT_ROOT}\nimport python_hooks.env as _cdc_env; _cdc_env.startup()\n",
         encoding="utf-8",
     )
     return pth

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from python_hooks.footers import FooterCache, FooterReadError
-from python_hooks.warehouse import Warehouse
 from python_hooks.schema_plan import (
     DEFAULT_TIMESTAMP_COLUMN,
     ColumnChange,
@@ -35,6 +34,7 @@ from python_hooks.schema_plan import (
     plan_schema_changes,
     quote_ident,
 )
+from python_hooks.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,9 @@ def evolve(warehouse: Warehouse, manifest, state_dir: Path, run_id: str | None =
     return result
 
 
-def _evolve_table(warehouse: Warehouse, table: CdcTable, cache: FooterCache, result: EvolutionResult, group_rows) -> None:
+def _evolve_table(
+    warehouse: Warehouse, table: CdcTable, cache: FooterCache, result: EvolutionResult, group_rows
+) -> None:
     files = raw_files(table)
     group_rows[table.staging_model] = []
     if not files:

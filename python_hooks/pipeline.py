@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from python_hooks.warehouse import Warehouse, dbt_option, state_dir
+from python_hooks.warehouse import Warehouse, state_dir
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,27 @@ def run_hooks(runner, common_args: Sequence[str] = ()) -> tuple[bool, list[str],
     return result.ok, result.problems, result.blocked_models
 
 
+# dbt options that concern every command of the run (parse, run-operation, build), not only build.
+SHARED_OPTIONS = ("--target", "-t", "--target-path", "--log-path", "--project-dir", "--profiles-dir", "--vars")
+
+
+def split_shared_options(args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(build-only arguments, options for every dbt command of the run), from `make run`'s arguments."""
+    build: list[str] = []
+    shared: list[str] = []
+    i = 0
+    while i < len(args):
+        name = args[i].split("=", 1)[0]
+        if name in SHARED_OPTIONS:
+            takes_value = "=" not in args[i] and i + 1 < len(args)
+            shared.extend(args[i : i + 2] if takes_value else args[i : i + 1])
+            i += 2 if takes_value else 1
+        else:
+            build.append(args[i])
+            i += 1
+    return build, shared
+
+
 def run_pipeline(
     dbt_args: Sequence[str] = (), runner=None, hooks: bool = True, common_args: Sequence[str] = ()
 ) -> bool:
@@ -54,10 +75,10 @@ def run_pipeline(
     problems: list[str] = []
     blocked: set[str] = set()
     hooks_ok = True
-    # A --target given for dbt build is the hooks' target too.
-    target = [f"--target={value}"] if (value := dbt_option(dbt_args, "--target", "-t")) else []
+    dbt_args, shared = split_shared_options(dbt_args)
+    common_args = [*common_args, *shared]
     if hooks:
-        hooks_ok, problems, blocked = run_hooks(runner, [*common_args, *target])
+        hooks_ok, problems, blocked = run_hooks(runner, common_args)
         if not hooks_ok and not blocked:
             for problem in problems:
                 log.error(problem)

@@ -5,7 +5,9 @@ hard cases (see sample_data/dms.py and sample_data/debezium.py); stage 5 changes
 seed's `ALTER TABLE customer ADD COLUMN status ...; UPDATE customer SET status = 'Green'` in MySQL,
 and new decimal and date columns in the CRM (sample_data/evolution.py). After each stage it prints, per
 current-state table, its rows and what this run applied. It starts from scratch each time: it
-deletes the sample folders and the warehouse, so it refuses to run on paths outside data/.
+deletes the sample folders and, on the embedded target, the warehouse, so it refuses to run on paths
+outside data/; on the cluster target (CDC_TARGET=cluster) it drops the demo's schemas instead (the
+metastore is shared), through the same dbt adapter as the pipeline (python_hooks/warehouse.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from pathlib import Path
 
 from python_hooks import env
 from python_hooks.pipeline import run_pipeline
+from python_hooks.schema_plan import quote_ident
+from python_hooks.warehouse import Warehouse
 from sample_data import debezium, dms, evolution
 
 log = logging.getLogger("demo")
@@ -36,9 +40,9 @@ def _inside(path: Path, root: Path) -> bool:
     return path.resolve().is_relative_to(root.resolve())
 
 
-def _reset(landing: Path, warehouse: Path) -> None:
+def _reset(landing: Path, warehouse: Path, target: str) -> None:
     data = env.PROJECT_ROOT / "data"
-    for path in (landing, warehouse):
+    for path in (landing, warehouse) if target == "local" else (landing,):
         if not _inside(path, data):
             raise SystemExit(
                 f"make demo starts from scratch and deletes {path}; it only does that under {data}. "
@@ -46,21 +50,40 @@ def _reset(landing: Path, warehouse: Path) -> None:
             )
     shutil.rmtree(landing / "dms" / dms.SCHEMA, ignore_errors=True)
     shutil.rmtree(landing / "debezium", ignore_errors=True)
-    shutil.rmtree(warehouse, ignore_errors=True)
+    if target == "local":
+        shutil.rmtree(warehouse, ignore_errors=True)
 
 
-def _summary(spark, schema: str, since: dt.datetime) -> str:
+def drop_schemas(warehouse: Warehouse, schema: str) -> list[str]:
+    """Drops `schema` and every `<schema>_*` schema (views, then tables with their files): each table
+    through its catalog, so that the Thrift Server's Iceberg catalog forgets it too."""
+    dropped = []
+    for (name,) in warehouse.query("show databases"):
+        if name != schema.lower() and not name.startswith(schema.lower() + "_"):
+            continue
+        views = {row[1] for row in warehouse.query(f"show views in {quote_ident(name)}") if not row[2]}
+        for view in sorted(views):
+            warehouse.execute(f"drop view if exists {quote_ident(name)}.{quote_ident(view)}")
+        for row in warehouse.query(f"show tables in {quote_ident(name)}"):
+            if not row[2] and row[1] not in views:
+                warehouse.execute(f"drop table if exists {quote_ident(name)}.{quote_ident(row[1])} purge")
+        warehouse.execute(f"drop database if exists {quote_ident(name)} cascade")
+        dropped.append(name)
+    return dropped
+
+
+def _summary(warehouse: Warehouse, schema: str, since: dt.datetime) -> str:
     applied = {
-        row["model_name"]: (row["files"], row["events"])
-        for row in spark.sql(
+        model: (files, events)
+        for model, files, events in warehouse.query(
             f"select model_name, count(*) as files, sum(change_events) as events "
             f"from {schema}_cdc_meta.cdc_file_ledger "
             f"where applied_at >= cast('{since:%Y-%m-%d %H:%M:%S}' as timestamp) group by model_name"
-        ).collect()
+        )
     }
     lines = [f"  {'table':<24} {'producer':<42} {'rows':>6} {'files':>6} {'changes':>8}"]
     for model, producer in CURRENT_STATE.items():
-        rows = spark.table(f"{schema}_current.{model}").count()
+        rows = warehouse.query(f"select count(*) from {schema}_current.{model}")[0][0]
         files, events = applied.get(model, (0, 0))
         lines.append(f"  {model:<24} {producer:<42} {rows:>6} {files:>6} {events:>8}")
     return "\n".join(lines)
@@ -73,10 +96,15 @@ def main() -> int:
     landing = Path(os.environ["CDC_LANDING_ROOT"])
     warehouse = Path(os.environ["CDC_WAREHOUSE"])
     schema = os.environ.get("CDC_SCHEMA", "lakehouse")
-    _reset(landing, warehouse)
+    target = os.environ.get("CDC_TARGET") or "local"
+    _reset(landing, warehouse, target)
+    log.info("make demo on target %s (warehouse %s, landing %s)", target, warehouse, landing)
+    if target != "local":
+        with Warehouse.open() as shared:
+            dropped = drop_schemas(shared, schema)
+        log.info("dropped the demo's schemas from the %s target: %s", target, ", ".join(dropped) or "none yet")
 
     from dbt.cli.main import dbtRunner
-    from pyspark.sql import SparkSession
 
     runner = dbtRunner()
     summaries = []
@@ -97,56 +125,48 @@ def main() -> int:
         if not run_pipeline(runner=runner):
             log.error("stage %d: the pipeline failed", stage)
             return 1
-        summary = _summary(SparkSession.builder.getOrCreate(), schema, started)
+        with Warehouse.open() as warehouse_sql:
+            summary = _summary(warehouse_sql, schema, started)
         summaries.append(f"stage {stage}:\n{summary}")
         log.info("\nstage %d applied:\n%s", stage, summary)
 
-    spark = SparkSession.builder.getOrCreate()
+    with Warehouse.open() as warehouse_sql:
+        _report(warehouse_sql, schema, summaries)
+    return 0
+
+
+def _report(warehouse: Warehouse, schema: str, summaries: list[str]) -> None:
     log.info("\n=== demo summary (rows = current rows; files, changes = applied by that stage's run) ===")
     log.info("\n".join(summaries))
     log.info("\nschema evolution log (%s_cdc_meta.schema_evolution_log):", schema)
-    for row in spark.sql(
+    for table_name, column_name, action, old_type, new_type in warehouse.query(
         f"select table_name, column_name, action, old_type, new_type "
         f"from {schema}_cdc_meta.schema_evolution_log order by applied_at"
-    ).collect():
-        log.info("  %s.%s: %s %s -> %s", row.table_name, row.column_name, row.action, row.old_type or "-", row.new_type)
-    statuses = spark.sql(f"select status, count(*) as n from {schema}_current.salesdb__customer group by status")
-    log.info("salesdb__customer.status now: %s", {r.status: r.n for r in statuses.collect()})
+    ):
+        log.info("  %s.%s: %s %s -> %s", table_name, column_name, action, old_type or "-", new_type)
+    statuses = warehouse.query(f"select status, count(*) as n from {schema}_current.salesdb__customer group by status")
+    log.info("salesdb__customer.status now: %s", dict(statuses))
 
     log.info("\nSCD2: customers with several versions (%s_marts.dim_customer):", schema)
-    for row in spark.sql(
+    for row in warehouse.query(
         f"select customer_id, customer_sk, valid_from, valid_to, is_current, is_deleted "
         f"from {schema}_marts.dim_customer where customer_id in ("
         f"  select customer_id from {schema}_marts.dim_customer group by customer_id having count(*) > 2)"
         f" order by customer_id, valid_from limit 12"
-    ).collect():
-        log.info(
-            "  customer %s  sk %s  %s -> %s  current=%s deleted=%s",
-            row.customer_id,
-            row.customer_sk,
-            row.valid_from,
-            row.valid_to,
-            row.is_current,
-            row.is_deleted,
-        )
+    ):
+        log.info("  customer %s  sk %s  %s -> %s  current=%s deleted=%s", *row)
     log.info("\norders joined to the customer version valid at order_ts (%s_marts.fct_sales_order):", schema)
-    for row in spark.sql(
+    for row in warehouse.query(
         f"select f.order_id, f.order_ts, f.customer_sk, d.valid_from, d.valid_to "
         f"from {schema}_marts.fct_sales_order f join {schema}_marts.dim_customer d on f.customer_sk = d.customer_sk "
         f"where f.customer_sk <> -1 order by f.order_ts desc limit 8"
-    ).collect():
-        log.info(
-            "  order %s at %s -> customer_sk %s (valid %s -> %s)",
-            row.order_id,
-            row.order_ts,
-            row.customer_sk,
-            row.valid_from,
-            row.valid_to,
-        )
+    ):
+        log.info("  order %s at %s -> customer_sk %s (valid %s -> %s)", *row)
+    target = "" if warehouse.target == "local" else f" --target {warehouse.target}"
     log.info(
-        "\nExplore: source .venv/bin/activate && dbt show --inline \"select * from {{ ref('salesdb__customer') }}\""
+        "\nExplore: source .venv/bin/activate && dbt show%s --inline \"select * from {{ ref('salesdb__customer') }}\"",
+        target,
     )
-    return 0
 
 
 if __name__ == "__main__":

@@ -109,8 +109,12 @@
     {#- 5. Only the changes that change something: newer than the row they touch, and not the same
            event again (same commit time and same content: a re-delivery with a new position).
            An Iceberg write commits even when no row changes, so an empty set skips it. Each
-           change is flagged by whether its key has a row (_cdc_matched). -#}
-    {%- do cdc_execute('cache table ' ~ effective ~ ' as ' ~ cdc_effective_changes_sql(changes, target, keys, match_flag=true)) -%}
+           change is flagged by whether its key has a row (_cdc_matched). The target is read at
+           one snapshot (`read_snapshot`), the base of step 6's publish. -#}
+    {%- set read_snapshot = cdc_current_snapshot(target) -%}
+    {%- set current_rows = target if read_snapshot is none
+        else '(select * from ' ~ target ~ ' version as of ' ~ read_snapshot ~ ')' -%}
+    {%- do cdc_execute('cache table ' ~ effective ~ ' as ' ~ cdc_effective_changes_sql(changes, current_rows, keys, match_flag=true)) -%}
     {%- set counts = run_query(
         'select count_if(_cdc_matched), count_if(not _cdc_matched) from ' ~ effective
     ).rows[0] -%}
@@ -123,33 +127,38 @@
     {#- 6. The writes: new keys are appended, changes to existing rows are one MERGE with only
            WHEN MATCHED clauses. A MERGE with WHEN NOT MATCHED is an outer join that Spark can
            only run by shuffling the whole target; without it, the batch is broadcast and the
-           target is only scanned, so the cost follows the batch, not the table. When a batch has
-           both, both go to a branch of the table that then replaces main in one step
-           (fast_forward): readers of the table see the whole batch or none of it.
+           target is only scanned, so the cost follows the batch, not the table.
+           Appends go to a branch of the table made from `read_snapshot`, which then replaces main
+           in one step (fast_forward) only if main is still that snapshot: readers see the whole
+           batch or none of it, and when another writer committed to the table meanwhile (a second
+           run of the same model on a shared target) nothing is published and the run fails with
+           a message; the next run applies the batch to the new state. A MERGE alone needs no
+           branch: it re-checks its conditions on the rows it joins, and Iceberg refuses its commit
+           if another commit touched them (serializable isolation). The embedded target, where one
+           process at a time opens the warehouse (python_hooks/embedded_lock.py), appends to main
+           directly when a batch has only new keys.
            The INSERT reads the effective changes; its commit makes Spark drop that cache (it reads
            the target), so the MERGE reads the cached changes and repeats step 5's comparison in its
            conditions, on the rows it joins. -#}
     {%- set values = cdc_merge_values(target_columns, source_columns) -%}
-    {%- set branch = 'cdc_batch' -%}
-    {%- set on_branch = matched and inserts -%}
+    {%- set single_writer = target.method == 'session' -%}
+    {%- set on_branch = inserts and read_snapshot is not none and (matched or not single_writer) -%}
+    {%- set branch = cdc_batch_branch(target) if on_branch else none -%}
     {%- set written = target ~ '.' ~ cdc_quote('branch_' ~ branch) if on_branch else target -%}
     {%- if on_branch -%}
-        {%- do cdc_execute('alter table ' ~ target ~ ' drop branch if exists ' ~ cdc_quote(branch)) -%}
-        {%- do cdc_execute('alter table ' ~ target ~ ' create branch ' ~ cdc_quote(branch)) -%}
+        {%- do cdc_drop_stale_branches(target) -%}
+        {%- do cdc_execute('alter table ' ~ target ~ ' create branch ' ~ cdc_quote(branch) ~ ' as of version ' ~ read_snapshot) -%}
     {%- endif -%}
     {%- if inserts -%}
         {%- do cdc_execute(cdc_insert_changes_sql(
             written, '(select * from ' ~ effective ~ ' where not _cdc_matched)', values)) -%}
     {%- endif -%}
+    {%- do cdc_pause_point('before_publish') -%}
     {%- if matched -%}
         {%- do cdc_execute(cdc_merge_matched_sql(written, changes, keys, target_columns, values)) -%}
     {%- endif -%}
     {%- if on_branch -%}
-        {%- do cdc_execute(
-            'call spark_catalog.system.fast_forward(table => ' ~ cdc_sql_string(target.schema ~ '.' ~ target.identifier)
-            ~ ", branch => 'main', to => " ~ cdc_sql_string(branch) ~ ')'
-        ) -%}
-        {%- do cdc_execute('alter table ' ~ target ~ ' drop branch ' ~ cdc_quote(branch)) -%}
+        {%- do cdc_publish_branch(target, branch, read_snapshot) -%}
     {%- endif -%}
     {{ return("select 'batch applied' as cdc_merge") }}
 {% endmacro %}
@@ -400,5 +409,74 @@ where s._cdc_op <> 'D'
             ~ ' select ' ~ cdc_sql_string(target.identifier) ~ ', _cdc_key_json, _cdc_ts, _cdc_seq, _cdc_source_file,'
             ~ ' current_timestamp() from ' ~ changes ~ " where _cdc_op = 'D'"
         ) -%}
+    {%- endif -%}
+{% endmacro %}
+
+
+{% macro cdc_current_snapshot(target) -%}
+    {#- The id of the snapshot `main` points at, none for a table without one. -#}
+    {%- set rows = run_query('select snapshot_id from ' ~ target ~ ".refs where name = 'main'").rows -%}
+    {{ return(rows[0][0] | int if rows | length > 0 else none) }}
+{%- endmacro %}
+
+
+{% macro cdc_batch_branch(target) -%}
+    {#- A branch name of this run's own: concurrent runs never touch each other's branch. The epoch
+        second in it tells a branch left behind by a killed run (cdc_drop_stale_branches). -#}
+    {{ return('cdc_batch_' ~ cdc_epoch_seconds() ~ '_' ~ invocation_id[:8]) }}
+{%- endmacro %}
+
+
+{% macro cdc_epoch_seconds() -%}
+    {%- set now = modules.datetime.datetime.utcnow() - modules.datetime.datetime(1970, 1, 1) -%}
+    {{ return(now.total_seconds() | int) }}
+{%- endmacro %}
+
+
+{% macro cdc_drop_stale_branches(target, older_than_seconds=3600) %}
+    {#- Branches of runs that died before publishing (kill -9, a lost race): they change nothing a
+        reader sees, but keep their data files from expiry. Dropped once an hour old. -#}
+    {%- set now = cdc_epoch_seconds() -%}
+    {%- for row in run_query('select name from ' ~ target ~ ".refs where type = 'BRANCH' and name like 'cdc_batch_%'").rows -%}
+        {%- set parts = row[0].split('_') -%}
+        {%- set created = parts[2] | int(-1) if parts | length == 4 else -1 -%}
+        {%- if created >= 0 and now - created > older_than_seconds -%}
+            {{ log('cdc: dropping branch ' ~ row[0] ~ ' of ' ~ target ~ ', left by a run that did not finish', info=true) }}
+            {%- do cdc_execute('alter table ' ~ target ~ ' drop branch if exists ' ~ cdc_quote(row[0])) -%}
+        {%- endif -%}
+    {%- endfor -%}
+{% endmacro %}
+
+
+{% macro cdc_publish_branch(target, branch, read_snapshot) %}
+    {#- Makes the batch's branch the table's main in one step, if main is still `read_snapshot`.
+        fast_forward itself refuses when main is not an ancestor of the branch; checking first
+        gives the user a sentence instead of Iceberg's stack trace. -#}
+    {%- set now_snapshot = cdc_current_snapshot(target) -%}
+    {%- if now_snapshot != read_snapshot -%}
+        {%- do cdc_execute('alter table ' ~ target ~ ' drop branch if exists ' ~ cdc_quote(branch)) -%}
+        {%- do cdc_drop_batch_views(target) -%}
+        {{ exceptions.raise_compiler_error(
+            "cdc_merge: another writer committed to " ~ target ~ " while this run applied its batch (snapshot "
+            ~ read_snapshot ~ " became " ~ now_snapshot ~ "); nothing of this batch was published and the table is "
+            ~ "as the other writer left it. The next run applies the batch to the new state.") }}
+    {%- endif -%}
+    {%- do cdc_execute(
+        'call spark_catalog.system.fast_forward(table => ' ~ cdc_sql_string(target.schema ~ '.' ~ target.identifier)
+        ~ ", branch => 'main', to => " ~ cdc_sql_string(branch) ~ ')'
+    ) -%}
+    {%- do cdc_execute('alter table ' ~ target ~ ' drop branch ' ~ cdc_quote(branch)) -%}
+{% endmacro %}
+
+
+{% macro cdc_pause_point(name) %}
+    {#- A named point of a batch where a run can be made to wait, for tests of what other processes
+        see meanwhile and of a run killed there: CDC_PAUSE_AT=<name> makes it sleep
+        CDC_PAUSE_SECONDS (default 30) inside the warehouse. Nothing happens when unset. -#}
+    {%- if env_var('CDC_PAUSE_AT', '') == name -%}
+        {%- set seconds = env_var('CDC_PAUSE_SECONDS', '30') | int -%}
+        {{ log('cdc: pause point ' ~ name ~ ' of ' ~ this ~ ' reached: waiting ' ~ seconds ~ ' s', info=true) }}
+        {%- do cdc_execute("select reflect('java.lang.Thread', 'sleep', cast(" ~ (seconds * 1000) ~ " as bigint))") -%}
+        {{ log('cdc: pause point ' ~ name ~ ' of ' ~ this ~ ' passed', info=true) }}
     {%- endif -%}
 {% endmacro %}

@@ -46,14 +46,15 @@ class Dbt:
         target = self._work / schema
         return ["--project-dir", str(PROJECT), "--target-path", str(target), "--log-path", str(target / "logs")]
 
-    def __call__(self, *args: str, landing: Path, schema: str):
-        return self._runner.invoke([*args, *self._common(landing, schema)])
+    def __call__(self, *args: str, landing: Path, schema: str, target: str = "local"):
+        return self._runner.invoke([*args, *self._common(landing, schema), "--target", target])
 
-    def pipeline(self, *build_args: str, landing: Path, schema: str) -> bool:
+    def pipeline(self, *build_args: str, landing: Path, schema: str, target: str = "local") -> bool:
         """`make run`: the Python hooks, then `dbt build` (python_hooks.pipeline), in this process."""
         from python_hooks.pipeline import run_pipeline
 
-        return run_pipeline(build_args, runner=self._runner, common_args=self._common(landing, schema))
+        common = [*self._common(landing, schema), "--target", target]
+        return run_pipeline(build_args, runner=self._runner, common_args=common)
 
 
 @pytest.fixture(scope="session")
@@ -145,3 +146,118 @@ def assert_stage(recorded: dict, stage: int) -> None:
     assert recorded[stage]["success"], f"dbt run failed at stage {stage}"
     for table, expected in recorded[stage]["expected"].items():
         assert_same_table(recorded[stage]["actual"][table], expected, f"stage {stage} {table}")
+
+
+# ---------------------------------------------------------------- the cluster target
+
+
+class Cluster:
+    """A cluster of this test run (`python -m python_hooks cluster up` on free ports, in its own
+    folder), read through its Thrift Server with PyHive: not through the code under test."""
+
+    def __init__(self, root: Path, environ: dict[str, str], up_seconds: float) -> None:
+        self.root = root
+        self.environ = environ
+        self.up_seconds = up_seconds
+        self.port = int(environ["CDC_THRIFT_PORT"])
+
+    def query(self, sql: str) -> list[tuple]:
+        """Rows with Python values: timestamps, dates and decimals parsed from their Thrift strings."""
+        import datetime as dt
+        from decimal import Decimal
+
+        from pyhive import hive
+
+        parse = {
+            "TIMESTAMP_TYPE": dt.datetime.fromisoformat,
+            "DATE_TYPE": dt.date.fromisoformat,
+            "DECIMAL_TYPE": Decimal,
+        }
+        connection = hive.connect(host="127.0.0.1", port=self.port, username="pytest")
+        try:
+            cursor = connection.cursor()
+            cursor.execute(sql)
+            kinds = [parse.get(column[1]) for column in cursor.description]
+            return [
+                tuple(kind(v) if kind and v is not None else v for kind, v in zip(kinds, row, strict=True))
+                for row in cursor.fetchall()
+            ]
+        finally:
+            connection.close()
+
+    def table_rows(self, relation: str, key: Sequence[str], columns: Iterable[str]) -> dict[tuple, dict]:
+        """The whole table as key tuple -> {column: value}, like table_rows()."""
+        columns = list(columns)
+        quoted = ", ".join("`" + c.replace("`", "``") + "`" for c in columns)
+        result = {}
+        for row in self.query(f"select {quoted} from {relation}"):
+            record = dict(zip(columns, row, strict=True))
+            k = tuple(record[c] for c in key)
+            assert k not in result, f"{relation}: duplicate key {k}"
+            result[k] = record
+        return result
+
+    def locks(self) -> int:
+        from python_hooks import cluster as manager
+
+        return manager.lock_count(manager.config_from_env(dict(self.environ)))
+
+
+def _free_ports(count: int) -> list[int]:
+    import socket
+
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """The shared target, brought up for this run on free ports and torn down after it, also when a
+    test fails. `.ci/run` stops it too if pytest itself is killed (data/.test-cluster names it)."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    from python_hooks.cluster import PORTS
+
+    # In /tmp, not pytest's tmp folder: PostgreSQL runs as its own user and must reach its folder.
+    root = Path(tempfile.mkdtemp(prefix="cdc-test-cluster-", dir="/tmp"))
+    root.chmod(0o755)
+    environ = {
+        **os.environ,
+        **dict(zip(PORTS, map(str, _free_ports(len(PORTS))), strict=True)),
+        "CDC_TARGET": "cluster",
+        "CDC_CLUSTER_DIR": str(root),
+        "CDC_WAREHOUSE": str(root / "warehouse"),
+    }
+    (PROJECT / "data").mkdir(exist_ok=True)
+    (PROJECT / "data" / ".test-cluster").write_text(str(root))
+    started = time.monotonic()
+    try:
+        up = subprocess.run(
+            [sys.executable, "-m", "python_hooks", "cluster", "up"],
+            env=environ,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=PROJECT,
+        )
+        assert up.returncode == 0, f"cluster up failed:\n{up.stdout[-2000:]}\n{up.stderr[-4000:]}"
+        os.environ["CDC_THRIFT_PORT"] = environ["CDC_THRIFT_PORT"]
+        yield Cluster(root, environ, time.monotonic() - started)
+    finally:
+        subprocess.run(
+            [sys.executable, "-m", "python_hooks", "cluster", "down"],
+            env=environ,
+            cwd=PROJECT,
+            timeout=300,
+            check=False,
+        )
+        (PROJECT / "data" / ".test-cluster").unlink(missing_ok=True)
+        shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,124 @@
+"""One process at a time on the embedded warehouse, said in one line.
+
+The `local` target keeps its metastore in embedded Derby, which one JVM at a time can open. A second
+process (a `dbt show` while `make run` works, a second `make run`) used to hang for minutes and then
+print tens of megabytes of Java stack traces (Derby's XSDB6). Now the first process to open a Spark
+session on a Derby metastore holds an exclusive lock on `<warehouse>/.embedded-session.lock` (released
+by the operating system when the process ends, kill -9 included) and writes who it is there; a second
+one is refused at once, before its JVM touches Derby:
+
+    The embedded warehouse /…/data/warehouse is in use by pid 4242 (make run: python -m python_hooks
+    run) since 2026-11-23 10:00:00 UTC. …use the cluster target…
+
+The check runs where every session of this project is created: `SparkSession.Builder.getOrCreate`,
+wrapped when pyspark is imported (`install()`, called by the venv's start-up hook, python_hooks/env.py),
+so plain `dbt` in the venv, `make run`, `make demo`, pytest and the benchmark all get it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import importlib.abc
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from typing import IO
+
+LOCK_NAME = ".embedded-session.lock"
+_held: IO[str] | None = None  # the lock file, open for the life of the process
+
+
+class WarehouseInUse(RuntimeError):
+    pass
+
+
+def _command_line() -> str:
+    try:
+        text = Path(f"/proc/{os.getpid()}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        text = " ".join(sys.argv)
+    return " ".join(text.split())[:200]  # one line, whatever the arguments hold
+
+
+def acquire(warehouse: Path) -> None:
+    """Takes the warehouse for this process, or raises WarehouseInUse naming the process that has it."""
+    global _held
+    if _held is not None:
+        return
+    warehouse.mkdir(parents=True, exist_ok=True)
+    handle = (warehouse / LOCK_NAME).open("a+", encoding="utf-8")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise WarehouseInUse(
+            f"The embedded warehouse {warehouse} is in use by {holder}. Its Derby metastore opens in one "
+            "process at a time: wait for that one to finish, or, for several people and processes at once, "
+            "use the cluster target (make cluster-up, then CDC_TARGET=cluster; README: Working as a team)."
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    handle.write(f"pid {os.getpid()} ({_command_line()}) since {now}\n")
+    handle.flush()
+    _held = handle
+
+
+def _derby_warehouse(options: dict) -> Path | None:
+    """The warehouse of a session about to be created on an embedded Derby metastore, else None."""
+    url = str(options.get("spark.hadoop.javax.jdo.option.ConnectionURL", ""))
+    if not url.startswith("jdbc:derby:"):
+        return None
+    return Path(str(options.get("spark.sql.warehouse.dir") or os.environ.get("CDC_WAREHOUSE", "spark-warehouse")))
+
+
+def guard(session_class) -> None:
+    """Wraps SparkSession.Builder.getOrCreate: the first session of a process on a Derby metastore
+    takes the warehouse lock first."""
+    builder = session_class.Builder
+    if getattr(builder.getOrCreate, "_cdc_guarded", False):
+        return
+    original = builder.getOrCreate
+
+    def getOrCreate(self):  # noqa: N802 - pyspark's name
+        if session_class._instantiatedSession is None:
+            warehouse = _derby_warehouse(self._options)
+            if warehouse is not None:
+                acquire(warehouse)
+        return original(self)
+
+    getOrCreate._cdc_guarded = True
+    builder.getOrCreate = getOrCreate
+
+
+class _GuardOnImport(importlib.abc.MetaPathFinder):
+    """Wraps pyspark.sql.session's SparkSession once that module has been executed."""
+
+    def find_spec(self, name, path, target=None):
+        if name != "pyspark.sql.session":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        execute = spec.loader.exec_module
+
+        def exec_module(module):
+            execute(module)
+            guard(module.SparkSession)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def install() -> None:
+    """Arms the guard for this process without importing pyspark (which most processes never do)."""
+    session_module = sys.modules.get("pyspark.sql.session")
+    if session_module is not None:
+        guard(session_module.SparkSession)
+    elif not any(isinstance(finder, _GuardOnImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _GuardOnImport())

@@ -1,0 +1,318 @@
+"""The cluster target: the same models on a Spark standalone cluster behind the Spark Thrift Server,
+with the Hive metastore in PostgreSQL and Iceberg's commit lock on (python_hooks/cluster.py).
+
+The cluster is this run's own (conftest `cluster`: free ports, its own folder, stopped at the end).
+Tables are read through the Thrift Server with PyHive, and compared whole with the same pure-Python
+replays as on the embedded target. What runs here, on the cluster:
+  - the demo's DMS and Debezium stages through the pipeline (hooks + dbt build, snapshot and marts
+    included), every current-state table equal to its replay after every stage;
+  - schema evolution (the demo's stage 5) and a rerun with nothing new (snapshot rerun, no commit);
+  - (a) a second process's `dbt show` while a run waits in the middle of a batch;
+  - (b) two writers on one table: raw concurrent commits (Iceberg's lock: none lost), and two runs
+    of the same model at once (the second to publish refuses, nothing lost or doubled);
+  - (c) a run killed with SIGKILL mid-batch: no lock left, the next run completes.
+Also the embedded target's one-line refusal of a second process (no cluster needed).
+The embedded-only suites (hostile names, promotions, history, unit tests, docs) are not repeated here.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import PROJECT, assert_same_table
+from replay_debezium import replay_topic
+from replay_dms import replay
+from test_debezium_pipeline import MODELS as DEBEZIUM_MODELS
+
+from sample_data import debezium, dms, evolution
+
+CRM = ("--select", "staging.crm", "current_state.crm")
+DBT = str(Path(sys.executable).with_name("dbt"))
+
+
+def dms_expected(landing: Path) -> dict:
+    return {table: replay(landing / "dms" / "crm" / table, ["customer_id"]) for table in dms.TABLES}
+
+
+def dms_actual(cluster, schema: str, columns_of=None) -> dict:
+    return {
+        table: cluster.table_rows(
+            f"{schema}_current.crm__{table}",
+            ["customer_id"],
+            (columns_of or {}).get(table) or [*dms.TABLES[table], "_cdc_op", "_cdc_ts"],
+        )
+        for table in dms.TABLES
+    }
+
+
+def debezium_expected(landing: Path) -> dict:
+    return {
+        topic: replay_topic(debezium.topic_dir(landing, topic), spec["shape"], spec["key"])
+        for topic, spec in debezium.TOPICS.items()
+    }
+
+
+def debezium_actual(cluster, schema: str) -> dict:
+    return {
+        topic: cluster.table_rows(
+            f"{schema}_current.{model}", debezium.TOPICS[topic]["key"], [*columns, "_cdc_op", "_cdc_ts"]
+        )
+        for topic, (model, columns) in DEBEZIUM_MODELS.items()
+    }
+
+
+def snapshot_ids(cluster, relation: str) -> list[int]:
+    return [r[0] for r in cluster.query(f"select snapshot_id from {relation}.snapshots order by committed_at")]
+
+
+@pytest.fixture(scope="module")
+def lake(cluster, dbt, tmp_path_factory):
+    """The demo's five stages on the cluster, the whole pipeline after each; then a rerun."""
+    landing = tmp_path_factory.mktemp("cluster_landing")
+    schema = "cluster_lake"
+    stages = {}
+    for stage in range(1, dms.STAGES + 2):
+        if stage <= dms.STAGES:
+            dms.write_stage(landing, stage)
+            debezium.write_stage(landing, stage)
+        else:
+            evolution.mysql_status_column(landing)
+            evolution.dms_new_types(landing)
+        started = time.monotonic()
+        ok = dbt.pipeline(landing=landing, schema=schema, target="cluster")
+        stages[stage] = {"success": ok, "seconds": time.monotonic() - started}
+        if ok:
+            stages[stage]["dms"] = (dms_actual(cluster, schema), dms_expected(landing))
+            stages[stage]["debezium"] = (debezium_actual(cluster, schema), debezium_expected(landing))
+    relations = [f"{schema}_current.{model}" for model, _ in DEBEZIUM_MODELS.values()]
+    relations += [f"{schema}_current.crm__{table}" for table in dms.TABLES]
+    before = {r: snapshot_ids(cluster, r) for r in [*relations, f"{schema}_snapshots.customer_snapshot"]}
+    rerun = dbt.pipeline(landing=landing, schema=schema, target="cluster")
+    after = {r: snapshot_ids(cluster, r) for r in before}
+    return {"landing": landing, "schema": schema, "stages": stages, "rerun": rerun, "before": before, "after": after}
+
+
+@pytest.mark.parametrize("stage", range(1, dms.STAGES + 1))
+def test_each_stage_equals_replay_on_the_cluster(lake, stage):
+    recorded = lake["stages"][stage]
+    assert recorded["success"], f"the pipeline failed at stage {stage} on the cluster"
+    for producer in ("dms", "debezium"):
+        actual, expected = recorded[producer]
+        for table, rows in expected.items():
+            assert_same_table(actual[table], rows, f"cluster stage {stage} {table}")
+
+
+def test_schema_evolution_on_the_cluster(lake, cluster):
+    stage = dms.STAGES + 1
+    assert lake["stages"][stage]["success"], "the pipeline failed on the schema changes"
+    schema = lake["schema"]
+    columns = {row[0]: row[1] for row in cluster.query(f"describe table {schema}_current.crm__customer_master")}
+    assert (columns.get("credit_limit"), columns.get("birth_date")) == ("decimal(18,4)", "date")
+    master = [*dms.TABLES["customer_master"], "credit_limit", "birth_date", "_cdc_op", "_cdc_ts"]
+    actual = cluster.table_rows(f"{schema}_current.crm__customer_master", ["customer_id"], master)
+    expected = replay(lake["landing"] / "dms" / "crm" / "customer_master", ["customer_id"])
+    expected = {k: {c: row.get(c) for c in master} for k, row in expected.items()}
+    assert_same_table(actual, expected, "cluster: new decimal and date columns")
+
+    customers = cluster.table_rows(f"{schema}_current.salesdb__customer", ["id"], ["id", "status"])
+    assert len(customers) == 30 and {row["status"] for row in customers.values()} == {"Green"}
+    logged = cluster.query(f"select table_name, column_name, action from {schema}_cdc_meta.schema_evolution_log")
+    assert (f"`{schema}_current`.`salesdb__customer`", "status", "add_column") in logged
+    assert (f"`{schema}_current`.`crm__customer_master`", "credit_limit", "add_column") in logged
+
+
+def test_rerun_with_nothing_new_commits_nothing_and_snapshots_rerun(lake, cluster):
+    assert lake["rerun"], "the rerun failed on the cluster (the snapshot ran for the 6th time)"
+    assert lake["after"] == lake["before"], "a run with no new file committed to a table"
+    versions = cluster.query(f"select count(*), count(distinct id) from {lake['schema']}_snapshots.customer_snapshot")[
+        0
+    ]
+    assert versions[0] > versions[1] > 0, "the snapshot kept several versions of some customers"
+
+
+# ---------------------------------------------------------------- other processes at the same time
+
+
+def _run_process(schema: str, landing: Path, cluster, *select: str, pause: int = 0) -> subprocess.Popen:
+    """`make run` on the cluster in its own process (what the scheduler starts)."""
+    environ = {**cluster.environ, "CDC_LANDING_ROOT": str(landing), "CDC_SCHEMA": schema}
+    environ.pop("CDC_PAUSE_AT", None)
+    if pause:
+        environ.update({"CDC_PAUSE_AT": "before_publish", "CDC_PAUSE_SECONDS": str(pause)})
+    target = PROJECT / "target" / f"pytest-{schema}-{os.getpid()}-{time.monotonic_ns()}"
+    return subprocess.Popen(
+        [sys.executable, "-m", "python_hooks", "run", *select, "--target-path", str(target)],
+        env=environ,
+        cwd=PROJECT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+class Output:
+    """Collects a process's output in a thread; `wait_for` a line."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.process = process
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+    def wait_for(self, text: str, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if any(text in line for line in self.lines):
+                return
+            if self.process.poll() is not None and not self._thread.is_alive():
+                break
+            time.sleep(0.5)
+        raise AssertionError(f"'{text}' not seen in {seconds:.0f} s:\n{''.join(self.lines[-40:])}")
+
+    def finish(self, seconds: float = 600) -> int:
+        code = self.process.wait(timeout=seconds)
+        self._thread.join(timeout=10)
+        return code
+
+    @property
+    def text(self) -> str:
+        return "".join(self.lines)
+
+
+@pytest.fixture
+def crm_lake(cluster, dbt, tmp_path, schema):
+    """The CRM tables on the cluster after stage 1, stage 2's files landed but not applied."""
+    dms.write_stage(tmp_path, 1)
+    assert dbt.pipeline(*CRM, landing=tmp_path, schema=schema, target="cluster")
+    dms.write_stage(tmp_path, 2)
+    return tmp_path
+
+
+def _assert_crm_equals_replay(cluster, schema: str, landing: Path, label: str) -> None:
+    actual, expected = dms_actual(cluster, schema), dms_expected(landing)
+    for table in dms.TABLES:
+        assert_same_table(actual[table], expected[table], f"{label} {table}")
+
+
+def test_a_dbt_show_while_a_run_is_in_the_middle_of_a_batch(cluster, crm_lake, schema):
+    run = Output(_run_process(schema, crm_lake, cluster, *CRM, pause=90))
+    run.wait_for("pause point before_publish", 300)
+    environ = {**cluster.environ, "CDC_LANDING_ROOT": str(crm_lake), "CDC_SCHEMA": schema}
+    started = time.monotonic()
+    show = subprocess.run(
+        [
+            DBT,
+            "show",
+            "--inline",
+            "select count(*) as n from {{ ref('crm__customer_master') }}",
+            "--output",
+            "json",
+            "--target-path",
+            str(PROJECT / "target" / f"pytest-show-{schema}"),
+        ],
+        env=environ,
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert show.returncode == 0, show.stdout[-3000:] + show.stderr[-3000:]
+    assert '"n":' in show.stdout
+    assert not any("pause point before_publish of" in line and "passed" in line for line in run.lines), (
+        f"the run went on before dbt show ended ({time.monotonic() - started:.0f} s): not concurrent"
+    )
+    assert run.process.poll() is None, "the run was still in its batch while dbt show read the table"
+    assert run.finish() == 0, run.text[-4000:]
+    _assert_crm_equals_replay(cluster, schema, crm_lake, "after the paused run")
+
+
+def test_concurrent_commits_to_one_iceberg_table_lose_nothing(cluster, schema):
+    """Iceberg's commit lock in the shared metastore: two sessions appending at once."""
+    from pyhive import hive
+
+    table = f"{schema}_commits.t"
+    cluster.query(f"create database if not exists {schema}_commits")
+    connection = hive.connect(host="127.0.0.1", port=cluster.port, username="pytest")
+    connection.cursor().execute(f"create table {table} (writer int, n int) using iceberg")
+    connection.close()
+
+    def writer(number: int) -> None:
+        session = hive.connect(host="127.0.0.1", port=cluster.port, username=f"writer{number}")
+        try:
+            for n in range(12):
+                session.cursor().execute(f"insert into {table} values ({number}, {n})")
+        finally:
+            session.close()
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=600)
+    rows = sorted(cluster.query(f"select writer, n from {table}"))
+    assert rows == sorted((w, n) for w in (1, 2) for n in range(12)), "a commit was lost or doubled"
+    assert len(snapshot_ids(cluster, table)) == 24
+    assert cluster.locks() == 0, "a lock was left behind"
+
+
+def test_two_runs_of_one_model_at_once_lose_and_double_nothing(cluster, crm_lake, schema):
+    """The first run pauses with its batch appended to its own branch; a second run applies the same
+    batch and publishes; the first then refuses to publish (main moved), so no row is doubled."""
+    first = Output(_run_process(schema, crm_lake, cluster, *CRM, pause=60))
+    first.wait_for("pause point before_publish", 300)
+    second = Output(_run_process(schema, crm_lake, cluster, *CRM))
+    assert second.finish() == 0, second.text[-4000:]
+    _assert_crm_equals_replay(cluster, schema, crm_lake, "after the second run")  # no duplicate key either
+    assert first.finish() != 0, "the first run published over the second one's commit"
+    assert "another writer committed to" in first.text, first.text[-4000:]
+    _assert_crm_equals_replay(cluster, schema, crm_lake, "after the refused publish")
+    third = Output(_run_process(schema, crm_lake, cluster, *CRM))
+    assert third.finish() == 0, third.text[-4000:]
+    _assert_crm_equals_replay(cluster, schema, crm_lake, "after the next run")
+    assert cluster.locks() == 0
+
+
+def test_a_run_killed_mid_batch_leaves_no_lock_that_blocks_the_next(cluster, crm_lake, schema):
+    run = Output(_run_process(schema, crm_lake, cluster, *CRM, pause=60))
+    run.wait_for("pause point before_publish", 300)
+    os.killpg(run.process.pid, signal.SIGKILL)
+    run.finish(60)
+    assert cluster.locks() == 0
+    started = time.monotonic()
+    again = Output(_run_process(schema, crm_lake, cluster, *CRM))
+    assert again.finish() == 0, again.text[-4000:]
+    assert time.monotonic() - started < 240, "the next run was held up"
+    _assert_crm_equals_replay(cluster, schema, crm_lake, "after the killed run and the next")
+    assert cluster.locks() == 0
+
+
+def test_second_process_on_the_embedded_warehouse_gets_one_line(spark, warehouse, tmp_path):
+    """The embedded target (this pytest process holds its warehouse): a second process's dbt is
+    refused at once, in one line naming this process, instead of hanging on Derby."""
+    environ = {**os.environ, "CDC_WAREHOUSE": str(warehouse), "CDC_TARGET": "local"}
+    started = time.monotonic()
+    result = subprocess.run(
+        [DBT, "show", "--inline", "select 1 as one", "--target-path", str(tmp_path / "target")],
+        env=environ,
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert time.monotonic() - started < 120, "refused at once, not after minutes"
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert f"The embedded warehouse {warehouse} is in use by pid {os.getpid()} " in output, output[-3000:]
+    assert "XSDB6" not in output and len(output) < 20_000, "no Derby stack trace"
