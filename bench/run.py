@@ -283,7 +283,11 @@ SPARK_SETTINGS = (
     "spark.executor.memory",
     "spark.cores.max",
 )
-NOT_REPORTED = re.compile(r"password|secret|token|credential|connectionurl|warehouse", re.IGNORECASE)
+NOT_REPORTED = re.compile(
+    # secrets; and the catalogs Iceberg registers in a session by itself (time travel, procedures)
+    r"password|secret|token|credential|connectionurl|warehouse|^spark\.sql\.catalog\.default_(cache_)?iceberg\b",
+    re.IGNORECASE,
+)
 
 
 def _spark_settings(sql: Sql) -> dict:
@@ -301,7 +305,7 @@ def _spark_settings(sql: Sql) -> dict:
         "spark.sql.autoBroadcastJoinThreshold",
         "spark.sql.iceberg.planning.preserve-data-grouping",
     ):
-        for name, value in sql.query(f"set {key}"):
+        for name, value in sql.query(f"set `{key}`"):
             if value != "<undefined>":
                 wanted[name] = value
     return dict(sorted(wanted.items()))

@@ -422,6 +422,9 @@ def thrift_settings(config: ClusterConfig, environ: os._Environ[str] | dict[str,
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.sql.catalog.spark_catalog": "org.apache.iceberg.spark.SparkSessionCatalog",
         "spark.sql.catalog.spark_catalog.type": "hive",
+        # Every session sees every other session's last commit: Iceberg's catalog cache would let a
+        # session read a table as it was up to 30 s ago (an analyst after the scheduler's run).
+        "spark.sql.catalog.spark_catalog.cache-enabled": "false",
         # Writers retry a commit that lost the race to a concurrent one (Iceberg's default: 4 times).
         "spark.sql.catalog.spark_catalog.table-default.commit.retry.num-retries": "20",
         "spark.sql.catalog.spark_catalog.table-default.commit.retry.min-wait-ms": "50",

@@ -141,8 +141,7 @@
            the target), so the MERGE reads the cached changes and repeats step 5's comparison in its
            conditions, on the rows it joins. -#}
     {%- set values = cdc_merge_values(target_columns, source_columns) -%}
-    {%- set single_writer = target.method == 'session' -%}
-    {%- set on_branch = inserts and read_snapshot is not none and (matched or not single_writer) -%}
+    {%- set on_branch = inserts and read_snapshot is not none and (matched or not cdc_single_writer()) -%}
     {%- set branch = cdc_batch_branch(target) if on_branch else none -%}
     {%- set written = target ~ '.' ~ cdc_quote('branch_' ~ branch) if on_branch else target -%}
     {%- if on_branch -%}
@@ -420,6 +419,19 @@ where s._cdc_op <> 'D'
 {%- endmacro %}
 
 
+{% macro cdc_single_writer() -%}
+    {#- True on a warehouse only one process can write: the `local` target, an embedded Spark
+        (`spark.master` local[...]) on an embedded Derby metastore, which one process at a time opens
+        (python_hooks/embedded_lock.py refuses a second one). (The metastore URL itself is redacted
+        by Spark's SET.) -#}
+    {%- if not execute -%}
+        {{ return(false) }}
+    {%- endif -%}
+    {%- set rows = run_query('set spark.master').rows -%}
+    {{ return(rows | length > 0 and (rows[0][1] or '').startswith('local')) }}
+{%- endmacro %}
+
+
 {% macro cdc_batch_branch(target) -%}
     {#- A branch name of this run's own: concurrent runs never touch each other's branch. The epoch
         second in it tells a branch left behind by a killed run (cdc_drop_stale_branches). -#}
@@ -471,9 +483,11 @@ where s._cdc_op <> 'D'
 
 {% macro cdc_pause_point(name) %}
     {#- A named point of a batch where a run can be made to wait, for tests of what other processes
-        see meanwhile and of a run killed there: CDC_PAUSE_AT=<name> makes it sleep
-        CDC_PAUSE_SECONDS (default 30) inside the warehouse. Nothing happens when unset. -#}
-    {%- if env_var('CDC_PAUSE_AT', '') == name -%}
+        see meanwhile and of a run killed there: CDC_PAUSE_AT=<name> (every model) or
+        <name>:<model> makes it sleep CDC_PAUSE_SECONDS (default 30) inside the warehouse, in a task
+        that holds one executor core. Nothing happens when unset. -#}
+    {%- set wanted = env_var('CDC_PAUSE_AT', '').split(':') -%}
+    {%- if wanted[0] == name and (wanted | length == 1 or wanted[1] == this.identifier) -%}
         {%- set seconds = env_var('CDC_PAUSE_SECONDS', '30') | int -%}
         {{ log('cdc: pause point ' ~ name ~ ' of ' ~ this ~ ' reached: waiting ' ~ seconds ~ ' s', info=true) }}
         {%- do cdc_execute("select reflect('java.lang.Thread', 'sleep', cast(" ~ (seconds * 1000) ~ " as bigint))") -%}

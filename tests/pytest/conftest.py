@@ -162,7 +162,7 @@ class Cluster:
         self.port = int(environ["CDC_THRIFT_PORT"])
 
     def query(self, sql: str) -> list[tuple]:
-        """Rows with Python values: timestamps, dates and decimals parsed from their Thrift strings."""
+        """Rows with Python values: timestamps, dates and decimals that arrive as strings, parsed."""
         import datetime as dt
         from decimal import Decimal
 
@@ -179,7 +179,7 @@ class Cluster:
             cursor.execute(sql)
             kinds = [parse.get(column[1]) for column in cursor.description]
             return [
-                tuple(kind(v) if kind and v is not None else v for kind, v in zip(kinds, row, strict=True))
+                tuple(kind(v) if kind and isinstance(v, str) else v for kind, v in zip(kinds, row, strict=True))
                 for row in cursor.fetchall()
             ]
         finally:
