@@ -114,6 +114,6 @@ docs-serve: install
 	$(BIN)/dbt docs serve --port $(DOCS_PORT) --no-browser
 
 clean:
-	@if CDC_TARGET=cluster $(BIN)/python -m python_hooks cluster status >/dev/null 2>&1; then \
-	  echo "the cluster is running on data/cluster: make cluster-down first"; exit 1; fi
+	@if ls data/cluster/run/*.pid >/dev/null 2>&1; then \
+	  echo "the cluster under data/cluster was started (PID files in data/cluster/run): make cluster-down first"; exit 1; fi
 	rm -rf data target logs

@@ -1,1 +1,9 @@
-"""Python run before dbt: environment defaults and (later) Iceberg schema evolution."""
+"""Python run around dbt, one module per job (`python -m python_hooks --help`):
+
+env            environment defaults for dbt, applied by the venv's start-up hook
+embedded_lock  one process at a time on the embedded warehouse, refused in one line
+warehouse      the one seam to the warehouse: SQL through the dbt adapter of the target
+footers, schema_plan, evolve   schema evolution of the current-state tables from raw Parquet footers
+pipeline       `make run`: the hooks, then `dbt build`
+cluster        `make cluster-up|down|status`: the shared target on this machine
+"""

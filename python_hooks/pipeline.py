@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 
 from python_hooks.warehouse import Warehouse, state_dir
@@ -30,6 +31,9 @@ def run_hooks(runner, common_args: Sequence[str] = ()) -> tuple[bool, list[str],
     if not started.success:
         return False, ["could not connect to the warehouse / create the pipeline state tables"], set()
     with Warehouse.open(common_args) as warehouse:
+        log.info(
+            "target %s, schema %s, landing %s", warehouse.target, warehouse.schema, os.environ.get("CDC_LANDING_ROOT")
+        )
         result = evolve(warehouse, parsed.result, state_dir())
     for change in result.applied:
         log.info(
