@@ -48,7 +48,7 @@ def evolve() -> None:
 
     from python_hooks.pipeline import run_hooks
 
-    ok, problems, _ = run_hooks(dbtRunner())
+    ok, problems, _, _ = run_hooks(dbtRunner())
     for problem in problems:
         logging.getLogger("python_hooks").error("refused: %s", problem)
     sys.exit(0 if ok else 1)

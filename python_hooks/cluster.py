@@ -419,6 +419,11 @@ def thrift_settings(config: ClusterConfig, environ: os._Environ[str] | dict[str,
         "spark.ui.showConsoleProgress": "false",
         # Several sessions at once (the scheduler's run, analysts' queries): share the executors.
         "spark.scheduler.mode": "FAIR",
+        # Each statement answers when it is done. dbt-spark sends statements asynchronously and,
+        # when the first poll finds one still running, sleeps poll_interval (1 s at least) before
+        # asking again: with ~30 short statements per batch, that was most of a batch's time.
+        # Sessions still run side by side (one server thread each).
+        "spark.sql.hive.thriftServer.async": "false",
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.sql.catalog.spark_catalog": "org.apache.iceberg.spark.SparkSessionCatalog",
         "spark.sql.catalog.spark_catalog.type": "hive",

@@ -18,6 +18,7 @@ on. `blocked_models` lists what dbt must not build this run.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import uuid
@@ -51,6 +52,15 @@ class CdcTable:
     folder: Path
     producer: str  # dms | debezium_flat | debezium_envelope
     timestamp_column: str | None
+    source_name: str = ""
+    table_name: str = ""
+    landing: str = ""  # the source identifier as written (a path or a URI)
+
+    @property
+    def probe(self) -> str:
+        """The binaryFile table that lists the folder (macros/cdc/landing.sql: cdc_landing_probe)."""
+        folder = self.landing.rstrip("/")
+        return f"landing__{self.source_name}__{self.table_name}__{hashlib.md5(folder.encode()).hexdigest()[:8]}"
 
 
 @dataclass
@@ -94,15 +104,23 @@ def cdc_tables(manifest) -> list[CdcTable]:
                 folder=Path(source.identifier),
                 producer=producer,
                 timestamp_column=timestamp_column,
+                source_name=source.source_name,
+                table_name=source.name,
+                landing=source.identifier,
             )
         )
     return sorted(tables, key=lambda t: t.model)
 
 
 def raw_files(table: CdcTable) -> list[Path]:
-    """The table's raw Parquet files, oldest first (DMS full load, then CDC files by name)."""
-    pattern = "*.parquet" if table.producer == "dms" else "partition=*/*.parquet"
-    files = [p for p in table.folder.glob(pattern) if not p.name.startswith((".", "_"))]
+    """The table's raw Parquet files, oldest first (DMS full load, then CDC files by name, whatever their subfolder)."""
+    # Files directly in the folder or in subfolders: DMS's DatePartitionEnabled (<yyyy>/<mm>/<dd>/),
+    # the S3 sink's partition=<p>/. Hidden files and folders (. or _) are not raw files, as for Spark.
+    files = [
+        p
+        for p in table.folder.rglob("*.parquet")
+        if not any(part.startswith((".", "_")) for part in p.relative_to(table.folder).parts)
+    ]
 
     def age(path: Path) -> tuple:
         if table.producer == "dms":
@@ -206,10 +224,17 @@ def _write_log(warehouse: Warehouse, result: EvolutionResult) -> None:
 
 
 def _write_groups(warehouse: Warehouse, group_rows: dict[str, list[tuple[int, list[str], str]]]) -> None:
-    """Replace, per staging model, the file groups staging must read separately."""
+    """Replace, per staging model, the file groups staging must read separately (only what changed:
+    a run with no new file writes nothing)."""
     relation = f"{quote_ident(warehouse.meta_schema)}.cdc_raw_file_groups"
-    existing = {r[0] for r in warehouse.query(f"select distinct staging_model from {relation}")}
+    existing: dict[str, list[tuple[int, list[str], str]]] = {}
+    for staging_model, group_id, files, types in warehouse.query(
+        f"select staging_model, group_id, to_json(file_names), column_types from {relation} order by group_id"
+    ):
+        existing.setdefault(staging_model, []).append((int(group_id), json.loads(files), types))
     for staging_model, rows in group_rows.items():
+        if existing.get(staging_model, []) == rows:
+            continue
         if staging_model in existing:
             warehouse.execute(f"delete from {relation} where staging_model = {_sql_string(staging_model)}")
         if rows:

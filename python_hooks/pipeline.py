@@ -4,7 +4,9 @@
 2. the pipeline state tables are created (on `local`, this opens the process's Spark session);
 3. the schema-evolution hook evolves every current-state Iceberg table it can, through the dbt
    adapter of the same target (python_hooks/warehouse.py), so this works on every target;
-4. `dbt build` (models, snapshots, tests in DAG order), without the tables the hook refused;
+4. `dbt build` (models, snapshots, tests in DAG order), without the tables the hook refused and
+   without the current-state models that have nothing to apply (`idle_models`: every raw file of
+   their folder is in their ledger), so a run with nothing new reads no raw file and commits nothing;
 5. exit status: non-zero if dbt failed or any change was refused, with one message per refusal.
 """
 
@@ -19,22 +21,62 @@ from python_hooks.warehouse import Warehouse, state_dir
 log = logging.getLogger(__name__)
 
 
-def run_hooks(runner, common_args: Sequence[str] = ()) -> tuple[bool, list[str], set[str]]:
-    """Parse, create the state tables, evolve. Returns (ok, problems, models dbt must not build).
-    `common_args` go to every dbt command and say which target the hooks use (--target)."""
-    from python_hooks.evolve import evolve
+def idle_models(warehouse: Warehouse, tables) -> set[str]:
+    """The current-state models (and their staging models) with nothing to apply: the table exists
+    and every raw file its folder lists is in its ledger. One query over the folders' listings (the
+    binaryFile tables staging made, macros/cdc/landing.sql) and the ledger; no raw file is read.
+    A model whose listing table does not exist yet is not idle."""
+    from python_hooks.schema_plan import quote_ident
+
+    meta = warehouse.meta_schema
+    known = [
+        t for t in tables if warehouse.table_exists(t.schema, t.identifier) and warehouse.table_exists(meta, t.probe)
+    ]
+    if not known or not warehouse.table_exists(meta, "cdc_file_ledger"):
+        return set()
+    parts = []
+    for table in known:
+        probe = f"{quote_ident(meta)}.{quote_ident(table.probe)}"
+        warehouse.execute(f"refresh table {probe}")
+        parts.append(
+            f"select {_sql_string(table.model)} as model, count(*) as pending"
+            f" from (select regexp_extract(path, '[^/]*$', 0) as file_name from {probe}"
+            f" where path like '%.parquet' and not regexp(path, '/[._][^/]*$')) as listing"
+            f" left anti join (select file_name from {quote_ident(meta)}.cdc_file_ledger"
+            f" where model_name = {_sql_string(table.identifier)}) as ledger"
+            f" on listing.file_name = ledger.file_name"
+        )
+    pending = dict(warehouse.query(" union all ".join(parts)))
+    idle = set()
+    for table in known:
+        if pending.get(table.model, 1) == 0:
+            idle.update({table.model, table.staging_model})
+    return idle
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def run_hooks(runner, common_args: Sequence[str] = ()) -> tuple[bool, list[str], set[str], set[str]]:
+    """Parse, create the state tables, evolve, find the idle tables. Returns (ok, problems, models dbt
+    must not build, models with nothing to apply). `common_args` go to every dbt command and say
+    which target the hooks use (--target)."""
+    from python_hooks.evolve import cdc_tables, evolve
 
     parsed = runner.invoke(["parse", *common_args])
     if not parsed.success:
-        return False, ["dbt parse failed: see the errors above"], set()
+        return False, ["dbt parse failed: see the errors above"], set(), set()
     started = runner.invoke(["run-operation", "cdc_create_meta_tables", *common_args])
     if not started.success:
-        return False, ["could not connect to the warehouse / create the pipeline state tables"], set()
+        return False, ["could not connect to the warehouse / create the pipeline state tables"], set(), set()
     with Warehouse.open(common_args) as warehouse:
         log.info(
             "target %s, schema %s, landing %s", warehouse.target, warehouse.schema, os.environ.get("CDC_LANDING_ROOT")
         )
         result = evolve(warehouse, parsed.result, state_dir())
+        tables = cdc_tables(parsed.result)
+        idle = idle_models(warehouse, tables) - result.blocked_models
     for change in result.applied:
         log.info(
             "schema evolution: %s.%s %s %s -> %s",
@@ -44,7 +86,10 @@ def run_hooks(runner, common_args: Sequence[str] = ()) -> tuple[bool, list[str],
             change.old_type or "-",
             change.new_type,
         )
-    return result.ok, result.problems, result.blocked_models
+    if idle:
+        quiet = sorted(t.model for t in tables if t.model in idle)
+        log.info("nothing new for %s: not built this run", ", ".join(quiet))
+    return result.ok, result.problems, result.blocked_models, idle
 
 
 # dbt options that concern every command of the run (parse, run-operation, build), not only build.
@@ -78,16 +123,18 @@ def run_pipeline(
     runner = runner or dbtRunner()
     problems: list[str] = []
     blocked: set[str] = set()
+    idle: set[str] = set()
     hooks_ok = True
     dbt_args, shared = split_shared_options(dbt_args)
     common_args = [*common_args, *shared]
     if hooks:
-        hooks_ok, problems, blocked = run_hooks(runner, common_args)
+        hooks_ok, problems, blocked, idle = run_hooks(runner, common_args)
         if not hooks_ok and not blocked:
             for problem in problems:
                 log.error(problem)
             return False
-    exclude = ["--exclude", *sorted(f"{model}+" for model in blocked)] if blocked else []
+    excluded = sorted({f"{model}+" for model in blocked} | idle)
+    exclude = ["--exclude", *excluded] if excluded else []
     # Unit tests check the SQL, not the data: they belong to CI (`make test`), not to every scheduled run.
     result = runner.invoke(["build", *exclude, "--exclude-resource-type", "unit_test", *dbt_args, *common_args])
     if not result.success:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
@@ -41,6 +41,7 @@ class Warehouse:
     adapter: object
     target: str
     schema: str
+    _tables: dict[str, set[str]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def open(cls, dbt_args: Sequence[str] = ()) -> Warehouse:
@@ -78,15 +79,25 @@ class Warehouse:
         return [tuple(row) for row in table.rows]
 
     def execute(self, sql: str) -> None:
+        self._tables.clear()
         with self.adapter.connection_named("python_hooks"):
             self.adapter.execute(sql, fetch=False)
 
+    def tables(self, schema: str) -> set[str]:
+        """The tables of a schema, lower case (empty when it does not exist); one listing per schema
+        until the next `execute`."""
+        key = schema.lower()
+        if key not in self._tables:
+            if not any(row[0].lower() == key for row in self.query("show databases")):
+                self._tables[key] = set()
+            else:
+                # show tables: (namespace, tableName, isTemporary)
+                rows = self.query(f"show tables in {quote_ident(schema)}")
+                self._tables[key] = {row[1].lower() for row in rows if not row[2]}
+        return self._tables[key]
+
     def table_exists(self, schema: str, identifier: str) -> bool:
-        if not any(row[0].lower() == schema.lower() for row in self.query("show databases")):
-            return False
-        rows = self.query(f"show tables in {quote_ident(schema)}")
-        # show tables: (namespace, tableName, isTemporary)
-        return any(row[1].lower() == identifier.lower() and not row[2] for row in rows)
+        return identifier.lower() in self.tables(schema)
 
     def columns(self, schema: str, identifier: str) -> list[tuple[str, str]] | None:
         """(name, Spark type) of a table's columns; None when it does not exist."""

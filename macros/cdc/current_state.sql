@@ -4,7 +4,10 @@
         {{ cdc_current_state('stg_crm__customer_master', unique_key=['customer_id']) }}
 
     How a run works (see docs/ARCHITECTURE.md):
-      1. render  list the raw files not yet in the ledger, pin them by name in the batch views;
+      1. render  list the raw files not yet in the ledger (the folder's listing minus the model's
+                 ledger rows), pin them by name in the batch views, and read only those files: the
+                 staging model's SQL over them (a batch's cost follows its files, not the folder's
+                 history);
       2. main    first build / --full-refresh: create the empty table (the model selects no row);
                  incremental: `get_incremental_cdc_merge_sql` merges the batch;
       3. hook    `cdc_finish_batch`: on a first build, insert the whole batch now; then record the
@@ -29,13 +32,17 @@
 {{ cdc_merge_result_sql(table_before, events, cdc_unit_test_tombstones(), cdc_key_columns(unique_key, model.name)) }}
     {%- elif execute -%}
         {%- set full_build = not is_incremental() -%}
-        {%- set batch = cdc_stage_batch(this, events, full_build) -%}
+        {%- set batch = cdc_stage_batch(this, staging_model, events, full_build) -%}
+        {%- if batch.events_view is none %}
+select * from {{ this }} where false
+        {%- else %}
 select
     *,
     {{ cdc_run_timestamp() }} as _cdc_applied_at
 from {{ batch.events_view }}
         {%- if full_build %}
 where false
+        {%- endif %}
         {%- endif %}
     {%- else %}
 select
@@ -70,19 +77,6 @@ from {{ events }}
 {%- endmacro %}
 
 
-{% macro cdc_applied_files(target) -%}
-    {%- set ledger = cdc_meta_relation('cdc_file_ledger') -%}
-    {%- if load_relation(ledger) is none -%}
-        {{ return([]) }}
-    {%- endif -%}
-    {%- set result = run_query(
-        'select distinct file_name from ' ~ ledger
-        ~ ' where model_name = ' ~ cdc_sql_string(target.identifier)
-    ) -%}
-    {{ return(result.columns[0].values() | list) }}
-{%- endmacro %}
-
-
 {% macro cdc_sql_string_list(values) -%}
     {%- set literals = [] -%}
     {%- for value in values -%}
@@ -92,29 +86,69 @@ from {{ events }}
 {%- endmacro %}
 
 
-{% macro cdc_stage_batch(target, events, full_build) %}
-    {#- Pins this run's batch: the raw files not applied yet (all files on a full build), by name,
-        so that every later step reads the same files even while new ones land. -#}
-    {%- do cdc_drop_batch_views(target) -%}  {#- left over by a failed run in this session -#}
-    {%- set applied = [] if full_build else cdc_applied_files(target) -%}
-    {%- set pending_sql -%}
-        select _cdc_source_file, count(*) as change_events
-        from {{ events }}
-        {%- if applied %}
-        where _cdc_source_file not in ({{ cdc_sql_string_list(applied) }})
-        {%- endif %}
-        group by _cdc_source_file
-        order by _cdc_source_file
-    {%- endset -%}
-    {%- set pending = run_query(pending_sql) -%}
-    {%- set files = pending.columns[0].values() | list -%}
-    {%- set mode = 'full' if full_build else 'incremental' -%}
-
-    {%- set files_view = cdc_batch_view(target, 'batch_files') -%}
-    {%- set rows = [] -%}
-    {%- for row in pending.rows -%}
-        {%- do rows.append('(' ~ cdc_sql_string(row[0]) ~ ', ' ~ (row[1] | int) ~ ', ' ~ cdc_sql_string(mode) ~ ')') -%}
+{% macro cdc_staging_reader(staging_model) -%}
+    {#- How to read a batch's files the way the staging model does: its source node and the project
+        macro that renders its SQL for given files, when the staging model is the one-line call of
+        stg_dms_changes / stg_debezium_changes; none for another staging model (then the batch is read
+        through the staging view, filtered by file name). -#}
+    {%- for node in graph.nodes.values() if node.resource_type == 'model' and node.name == staging_model -%}
+        {%- set names = [] -%}
+        {%- for macro_id in node.depends_on.macros -%}
+            {%- do names.append(macro_id.split('.')[-1]) -%}
+        {%- endfor -%}
+        {%- set producer = 'dms' if 'stg_dms_changes' in names
+            else ('debezium' if 'stg_debezium_changes' in names else none) -%}
+        {%- if producer is not none and node.sources | length == 1 -%}
+            {{ return({'producer': producer, 'source': cdc_source_node(node.sources[0][0], node.sources[0][1])}) }}
+        {%- endif -%}
     {%- endfor -%}
+    {{ return(none) }}
+{%- endmacro %}
+
+
+{% macro cdc_stage_batch(target, staging_model, events, full_build) %}
+    {#- Pins this run's batch: the raw files not applied yet (all files on a full build), by name, so
+        that every later step reads the same files even while new ones land. An incremental batch
+        reads those files only, with the staging model's SQL (cdc_staging_reader); nothing new
+        reads no raw file at all. -#}
+    {%- do cdc_drop_batch_views(target, leftovers_only=true) -%}  {#- left over by a failed run in this session -#}
+    {%- set mode = 'full' if full_build else 'incremental' -%}
+    {%- set reader = cdc_staging_reader(staging_model) -%}
+    {%- set files_view = cdc_batch_view(target, 'batch_files') -%}
+    {%- set events_view = cdc_batch_view(target, 'events') -%}
+    {%- set rows = [] -%}
+    {%- if full_build or reader is none -%}
+        {#- Every file (full build), or a staging model of the user's own: the staging view, one
+            scan of its file names. -#}
+        {%- set applied = [] -%}
+        {%- if not full_build -%}
+            {%- set ledger = cdc_meta_relation('cdc_file_ledger') -%}
+            {%- set applied = run_query('select distinct file_name from ' ~ ledger
+                ~ ' where model_name = ' ~ cdc_sql_string(target.identifier)).columns[0].values() | list -%}
+        {%- endif -%}
+        {%- set pending = run_query(
+            'select _cdc_source_file, count(*) from ' ~ events
+            ~ (' where _cdc_source_file not in (' ~ cdc_sql_string_list(applied) ~ ')' if applied else '')
+            ~ ' group by _cdc_source_file order by _cdc_source_file') -%}
+        {%- set files = pending.columns[0].values() | list -%}
+        {%- for row in pending.rows -%}
+            {%- do rows.append('(' ~ cdc_sql_string(row[0]) ~ ', cast(' ~ (row[1] | int) ~ ' as bigint), ' ~ cdc_sql_string(mode) ~ ')') -%}
+        {%- endfor -%}
+        {%- set batch_sql = 'select * from ' ~ events
+            ~ (' where _cdc_source_file in (' ~ cdc_sql_string_list(files) ~ ')' if files else ' where false') -%}
+    {%- else -%}
+        {%- set pending = cdc_landing_pending(reader.source, target.identifier) -%}
+        {%- set files = pending | map(attribute='name') | list -%}
+        {%- for file in pending -%}
+            {#- The count of each file's change events comes from the batch itself (cdc_finish_batch). -#}
+            {%- do rows.append('(' ~ cdc_sql_string(file.name) ~ ', cast(null as bigint), ' ~ cdc_sql_string(mode) ~ ')') -%}
+        {%- endfor -%}
+        {%- if files -%}
+            {%- set paths = pending | map(attribute='path') | list -%}
+            {%- set batch_sql = cdc_dms_changes(reader.source, staging_model, paths) if reader.producer == 'dms'
+                else cdc_debezium_changes(reader.source, staging_model, paths) -%}
+        {%- endif -%}
+    {%- endif -%}
     {%- if not rows -%}
         {%- do rows.append('(cast(null as string), cast(0 as bigint), ' ~ cdc_sql_string(mode) ~ ')') -%}
     {%- endif -%}
@@ -123,14 +157,19 @@ from {{ events }}
         ~ ' as select * from values ' ~ (rows | join(', '))
         ~ ' as batch_files(file_name, change_events, build_mode)'
     ) -%}
-
-    {%- set events_view = cdc_batch_view(target, 'events') -%}
-    {%- do cdc_execute(
-        'create or replace temporary view ' ~ events_view
-        ~ ' as select *, ' ~ cdc_row_hash(cdc_column_names(events)) ~ ' as _cdc_row_hash from ' ~ events
-        ~ (' where _cdc_source_file in (' ~ cdc_sql_string_list(files) ~ ')' if files else ' where false')
-    ) -%}
-    {{ return({'files': files, 'events_view': events_view, 'files_view': files_view}) }}
+    {%- if full_build or (files and reader is none) -%}
+        {%- set business = cdc_column_names(events) -%}
+    {%- elif files -%}
+        {%- set business = cdc_landing_columns_of(batch_sql) | map(attribute='name') | list -%}
+    {%- endif -%}
+    {%- if files or full_build -%}
+        {%- do cdc_execute(
+            'create or replace temporary view ' ~ events_view
+            ~ ' as select *, ' ~ cdc_row_hash(business) ~ ' as _cdc_row_hash from (' ~ batch_sql ~ ') as batch'
+        ) -%}
+    {%- endif -%}
+    {#- Nothing new: the model selects no row, with the table's own columns (no raw file is read). -#}
+    {{ return({'files': files, 'events_view': events_view if files or full_build else none, 'files_view': files_view}) }}
 {% endmacro %}
 
 
@@ -147,11 +186,24 @@ from {{ events }}
             {%- do cdc_execute(cdc_merge_batch_sql(this, cdc_batch_view(this, 'events'), config.get('unique_key'), into_empty=true)) -%}
         {%- endif -%}
         {%- if batch.rows[0][0] is not none -%}
-            {%- do cdc_record_tombstones(this) -%}
+            {%- if batch.rows[0][2] == 'full' -%}
+                {%- set changes = cdc_batch_view(this, 'changes') -%}
+                {%- if run_query("select count(*) from " ~ changes ~ " where _cdc_op = 'D'").columns[0].values()[0] > 0 -%}
+                    {%- do cdc_record_tombstones(this, changes) -%}
+                {%- endif -%}
+            {%- endif -%}
+            {#- Files whose count the listing did not give: counted in the batch (a file with no row
+                is recorded too, with 0). -#}
+            {%- set counted = batch.rows[0][1] is not none -%}
             {%- do cdc_execute(
                 'insert into ' ~ cdc_meta_relation('cdc_file_ledger')
-                ~ ' select ' ~ model_name ~ ', file_name, change_events, '
-                ~ cdc_sql_string(invocation_id) ~ ', current_timestamp() from ' ~ files_view
+                ~ ' select ' ~ model_name ~ ', files.file_name, '
+                ~ ('files.change_events' if counted else 'coalesce(counts.change_events, 0)') ~ ', '
+                ~ cdc_sql_string(invocation_id) ~ ', current_timestamp() from ' ~ files_view ~ ' as files'
+                ~ ('' if counted else
+                    ' left join (select _cdc_source_file, count(*) as change_events from '
+                    ~ cdc_batch_view(this, 'batch_events') ~ ' group by _cdc_source_file) as counts'
+                    ~ ' on files.file_name = counts._cdc_source_file')
             ) -%}
         {%- endif -%}
         {%- do cdc_drop_batch_views(this) -%}
@@ -165,11 +217,17 @@ from {{ events }}
 {% endmacro %}
 
 
-{% macro cdc_drop_batch_views(target) %}
-    {%- for suffix in ['effective', 'changes', 'batch_events'] -%}
-        {%- do cdc_execute('uncache table if exists ' ~ cdc_batch_view(target, suffix)) -%}
-    {%- endfor -%}
-    {%- for suffix in ['effective', 'changes', 'batch_events', 'events', 'batch_files'] -%}
+{% macro cdc_drop_batch_views(target, leftovers_only=false) %}
+    {#- Drops a model's batch views (dropping a cached view uncaches it). `leftovers_only`: first
+        look which exist (one statement), as at the start of a batch, where there are none unless a
+        run failed earlier in this session. -#}
+    {%- set suffixes = ['effective', 'changes', 'batch_events', 'events', 'batch_files'] -%}
+    {%- if leftovers_only -%}
+        {%- set prefix = target.identifier ~ '__cdc_' -%}
+        {%- set existing = run_query("show views like " ~ cdc_sql_string(prefix ~ '*')).columns[1].values() | map('lower') | list -%}
+        {%- set suffixes = suffixes | select('in', existing | map('replace', prefix | lower, '') | list) | list -%}
+    {%- endif -%}
+    {%- for suffix in suffixes -%}
         {%- do cdc_execute('drop view if exists ' ~ cdc_batch_view(target, suffix)) -%}
     {%- endfor -%}
 {% endmacro %}

@@ -10,43 +10,121 @@
 {%- endmacro %}
 
 
-{% macro cdc_landing_folder(source_relation) -%}
-    {#- The source identifier is the folder of the table's raw Parquet files. -#}
-    {%- set folder = source_relation.identifier -%}
+{% macro cdc_landing_folder(node) -%}
+    {#- The identifier of the source `node` (a graph source) is the folder of the table's raw Parquet
+        files: the files directly in it, or in subfolders (DMS's DatePartitionEnabled
+        <yyyy>/<mm>/<dd>/, the S3 sink's partition=<p>/). -#}
+    {%- set folder = node.identifier -%}
     {%- if not folder.startswith('/') and '://' not in folder -%}
         {{ exceptions.raise_compiler_error(
-            "Landing folder '" ~ folder ~ "' of " ~ source_relation ~ " must be absolute: "
+            "Landing folder '" ~ folder ~ "' of source " ~ node.source_name ~ "." ~ node.name ~ " must be absolute: "
             ~ "set CDC_LANDING_ROOT to an absolute path or an s3a:// URI.") }}
     {%- endif -%}
-    {{ return(folder) }}
+    {{ return(folder.rstrip('/')) }}
+{%- endmacro %}
+
+
+{% macro cdc_landing_probe(source_name, table_name, folder) -%}
+    {#- A binaryFile catalog table over the folder: its listing (path, length, modificationTime; the
+        content is never read). Unlike a path query, a catalog table over a missing or empty folder
+        reads as empty instead of failing. Its name holds a hash of the folder, so a moved landing root
+        gets a table of its own (python_hooks/evolve.py: CdcTable.probe names it the same way).
+        Refreshed before every read: the session caches a catalog table's listing. -#}
+    {%- set probe = cdc_meta_relation('landing__' ~ source_name ~ '__' ~ table_name ~ '__' ~ local_md5(folder)[:8]) -%}
+    {%- do cdc_execute(
+        'create table if not exists ' ~ probe
+        ~ ' (path string, modificationTime timestamp, length bigint, content binary)'
+        ~ " using binaryFile options ('recursiveFileLookup' 'true') location " ~ cdc_sql_string(folder)
+    ) -%}
+    {%- do cdc_execute('refresh table ' ~ probe) -%}
+    {{ return(probe) }}
+{%- endmacro %}
+
+
+{% macro cdc_landing_listing_sql(probe, folder) -%}
+    {#- The raw files of a probe: file name (what the ledger and _cdc_source_file hold) and path
+        relative to the folder. Hidden files (. or _) and other files than Parquet are not raw files. -#}
+    {%- set prefix = folder ~ '/' -%}
+    {%- if prefix.startswith('file:') -%}
+        {%- set prefix = '/' ~ prefix[5:].lstrip('/') -%}
+    {%- endif -%}
+    {%- set prefix_sql = cdc_sql_string(prefix) -%}
+        select
+            regexp_extract(path, '[^/]*$', 0) as file_name,
+            case when instr(path, {{ prefix_sql }}) > 0
+                then substr(path, instr(path, {{ prefix_sql }}) + {{ prefix | length }})
+                else regexp_extract(path, '[^/]*$', 0)
+            end as file_path
+        from {{ probe }}
+        where path like '%.parquet' and not regexp(path, '/[._][^/]*$')
 {%- endmacro %}
 
 
 {% macro cdc_landing_file_count(source_name, table_name, folder) -%}
-    {#- Lists the folder through a binaryFile catalog table: unlike a path query, a catalog table
-        over a missing or empty folder reads as empty instead of failing, and only the listing is
-        read (no file content). -#}
-    {%- set probe = cdc_meta_relation('landing__' ~ source_name ~ '__' ~ table_name) -%}
-    {%- do cdc_execute('drop table if exists ' ~ probe) -%}
-    {%- do cdc_execute(
-        'create table ' ~ probe
-        ~ ' (path string, modificationTime timestamp, length bigint, content binary)'
-        ~ ' using binaryFile location ' ~ cdc_sql_string(folder)
-    ) -%}
-    {#- The session caches a catalog table's file listing by name, even across drop and create. -#}
-    {%- do cdc_execute('refresh table ' ~ probe) -%}
-    {%- set result = run_query(
-        "select count(*) from " ~ probe
-        ~ " where path like '%.parquet' and not regexp(path, '/[._][^/]*$')"
-    ) -%}
+    {%- set probe = cdc_landing_probe(source_name, table_name, folder) -%}
+    {%- set result = run_query('select count(*) from (' ~ cdc_landing_listing_sql(probe, folder) ~ ')') -%}
     {{ return(result.columns[0].values()[0] | int) }}
 {%- endmacro %}
 
 
-{% macro cdc_landing_columns(folder) -%}
-    {#- Union schema of every Parquet file in the folder (spark.sql.parquet.mergeSchema=true):
-        a list of {name, data_type}. Footers only. -#}
-    {{ return(cdc_landing_columns_of('select * from parquet.' ~ cdc_quote(folder))) }}
+{% macro cdc_landing_pending(node, model_name) -%}
+    {#- The raw files of source `node` that the ledger does not list for `model_name`, as
+        [file_name, file_path] rows, oldest name first: one query over the folder's listing and the
+        model's ledger partition, so its cost follows the folder's size in names, never its content
+        or its footers. Two files with one name in different subfolders are refused (the ledger and
+        _cdc_source_file know a file by its name). -#}
+    {%- set folder = cdc_landing_folder(node) -%}
+    {%- set probe = cdc_landing_probe(node.source_name, node.name, folder) -%}
+    {%- set sql -%}
+        select listing.file_name, listing.file_path, count(*) over (partition by listing.file_name) as copies
+        from ({{ cdc_landing_listing_sql(probe, folder) }}) as listing
+        left anti join (
+            select file_name from {{ cdc_meta_relation('cdc_file_ledger') }}
+            where model_name = {{ cdc_sql_string(model_name) }}
+        ) as ledger
+            on listing.file_name = ledger.file_name
+        order by listing.file_name, listing.file_path
+    {%- endset -%}
+    {%- set rows = run_query(sql).rows -%}
+    {%- for row in rows if row[2] > 1 -%}
+        {{ exceptions.raise_compiler_error(
+            "cdc_merge refused the batch for " ~ model_name ~ ": the landing folder " ~ folder ~ " of source "
+            ~ node.source_name ~ "." ~ node.name ~ " holds " ~ row[2] ~ " raw files named " ~ row[0]
+            ~ " (one of them " ~ row[1] ~ "); file names must be unique in a table's folder. Nothing was applied.") }}
+    {%- endfor -%}
+    {%- set pending = [] -%}
+    {%- for row in rows -%}
+        {%- do pending.append({'name': row[0], 'path': row[1]}) -%}
+    {%- endfor -%}
+    {{ return(pending) }}
+{%- endmacro %}
+
+
+{% macro cdc_landing_files_glob(folder) -%}
+    {#- Every Parquet file of a DMS folder as one glob: the files in it and in up to four levels of
+        subfolders (DatePartitionEnabled: <yyyy>/<mm>/<dd>/[<hh>/]). A plain folder path would read
+        only the files directly in it (Spark reads subfolders only as partitions: <name>=<value>). -#}
+    {{ return(cdc_glob_escape(folder) ~ '/{*.parquet,*/*.parquet,*/*/*.parquet,*/*/*/*.parquet,*/*/*/*/*.parquet}') }}
+{%- endmacro %}
+
+
+{% macro cdc_glob_escape(path) -%}
+    {#- A file path as a literal in a Hadoop glob pattern. -#}
+    {%- set escaped = namespace(text=path | string) -%}
+    {%- for char in ['\\', '{', '}', '[', ']', '*', '?', ','] -%}
+        {%- set escaped.text = escaped.text.replace(char, '\\' ~ char) -%}
+    {%- endfor -%}
+    {{ return(escaped.text) }}
+{%- endmacro %}
+
+
+{% macro cdc_files_relation(folder, paths) -%}
+    {#- A Parquet relation over some files of a folder (paths relative to it), in one glob. -#}
+    {%- set escaped = [] -%}
+    {%- for path in paths -%}
+        {%- do escaped.append(cdc_glob_escape(path)) -%}
+    {%- endfor -%}
+    {{ return('parquet.' ~ cdc_quote(cdc_glob_escape(folder) ~ '/{' ~ (escaped | join(',')) ~ '}')) }}
 {%- endmacro %}
 
 
@@ -82,38 +160,46 @@
 {%- endmacro %}
 
 
-{% macro cdc_landing_reads(staging_model, folder, all_files, file_count) -%}
-    {#- What staging reads: one relation over every file, or, when the Python hooks found raw files
-        that disagree on a column's type (cdc_raw_file_groups), one relation per group of files
-        with the business column types to cast to (Spark cannot read int and bigint files as one). -#}
+{% macro cdc_landing_reads(staging_model, folder, all_files, file_count, files=none) -%}
+    {#- What staging reads: one relation over every file (`all_files`, a path or glob), or over `files`
+        only (a batch: paths relative to the folder); or, when the Python hooks found raw files that
+        disagree on a column's type (cdc_raw_file_groups), one relation per group of files with the
+        business column types to cast to (Spark cannot read int and bigint files as one). -#}
     {%- set registry = cdc_meta_relation('cdc_raw_file_groups') -%}
     {%- set reads = [] -%}
+    {%- set covered = [] -%}
     {%- if load_relation(registry) is not none -%}
         {%- set groups = run_query(
             'select to_json(file_names), column_types from ' ~ registry
             ~ ' where staging_model = ' ~ cdc_sql_string(staging_model) ~ ' order by group_id'
         ) -%}
         {%- for row in groups.rows -%}
-            {%- do reads.append({
-                'relation': 'parquet.' ~ cdc_quote(folder ~ '/{' ~ (fromjson(row[0]) | join(',')) ~ '}'),
-                'files': fromjson(row[0]) | length,
-                'types': fromjson(row[1]),
-            }) -%}
+            {%- set group_files = fromjson(row[0]) -%}
+            {%- do covered.extend(group_files) -%}
+            {%- set read_files = group_files if files is none else group_files | select('in', files) | list -%}
+            {%- if read_files -%}
+                {%- do reads.append({
+                    'relation': cdc_files_relation(folder, read_files),
+                    'files': read_files | length,
+                    'types': fromjson(row[1]),
+                }) -%}
+            {%- endif -%}
         {%- endfor -%}
     {%- endif -%}
-    {%- set registered = namespace(files=0) -%}
-    {%- for read in reads -%}
-        {%- set registered.files = registered.files + read.files -%}
-    {%- endfor -%}
-    {%- set registered = registered.files -%}
-    {%- if reads and registered != file_count -%}
-        {{ exceptions.raise_compiler_error(
-            staging_model ~ ": the landing folder " ~ folder ~ " holds " ~ file_count ~ " raw files but the last "
-            ~ "schema-evolution run registered " ~ registered ~ " (its files disagree on a column's type and "
-            ~ "must be read in groups). Run the hooks first: `python -m python_hooks evolve` (`make run` does).") }}
-    {%- endif -%}
-    {%- if not reads -%}
+    {%- if covered -%}
+        {%- set missing = [] if files is none else files | reject('in', covered) | list -%}
+        {%- set registered = covered | length if files is none else file_count - missing | length -%}
+        {%- if registered != file_count -%}
+            {{ exceptions.raise_compiler_error(
+                staging_model ~ ": the landing folder " ~ folder ~ " holds " ~ file_count ~ " raw files"
+                ~ (" to read" if files is not none else "") ~ " but the last schema-evolution run registered "
+                ~ registered ~ " (its files disagree on a column's type and must be read in groups). Run the "
+                ~ "hooks first: `python -m python_hooks evolve` (`make run` does).") }}
+        {%- endif -%}
+    {%- elif files is none -%}
         {%- do reads.append({'relation': 'parquet.' ~ cdc_quote(all_files), 'types': none}) -%}
+    {%- else -%}
+        {%- do reads.append({'relation': cdc_files_relation(folder, files), 'types': none}) -%}
     {%- endif -%}
     {{ return(reads) }}
 {%- endmacro %}

@@ -67,8 +67,9 @@
         {%- do cdc_execute('cache table ' ~ batch_events ~ ' as select * from ' ~ events) -%}
     {%- endif -%}
 
-    {#- 2. Refuse bad input before writing anything. -#}
-    {%- do cdc_validate_batch(target, batch_events, keys) -%}
+    {#- 2. Refuse bad input before writing anything; the same query finds the batch's newest
+           truncate (4b). -#}
+    {%- set truncate = cdc_validate_batch(target, batch_events, keys) -%}
 
     {#- 3. Last change per key, minus changes older than the key's tombstone or a truncate. Cached
            (on disk for a full build). The batch's deletes become tombstones only after the target
@@ -82,13 +83,9 @@
     ) -%}
 
     {#- 4b. A truncate: a table-wide tombstone, then every row older than it goes. -#}
-    {%- set truncate = run_query(
-        "select _cdc_ts, _cdc_seq from " ~ batch_events ~ " where _cdc_op = 'T'"
-        ~ " order by _cdc_ts desc, _cdc_seq desc limit 1"
-    ) -%}
-    {%- if truncate.rows | length > 0 -%}
-        {%- set truncate_ts = "cast('" ~ truncate.rows[0][0].strftime('%Y-%m-%d %H:%M:%S.%f') ~ "' as timestamp)" -%}
-        {%- set truncate_seq = cdc_sql_string(truncate.rows[0][1]) -%}
+    {%- if truncate is not none -%}
+        {%- set truncate_ts = "cast('" ~ truncate[0] ~ "' as timestamp)" -%}
+        {%- set truncate_seq = cdc_sql_string(truncate[1]) -%}
         {%- do cdc_execute(
             'insert into ' ~ tombstone_table ~ ' select ' ~ model_name ~ ", '*', "
             ~ truncate_ts ~ ', ' ~ truncate_seq ~ ", 'truncate', current_timestamp()"
@@ -116,11 +113,16 @@
         else '(select * from ' ~ target ~ ' version as of ' ~ read_snapshot ~ ')' -%}
     {%- do cdc_execute('cache table ' ~ effective ~ ' as ' ~ cdc_effective_changes_sql(changes, current_rows, keys, match_flag=true)) -%}
     {%- set counts = run_query(
-        'select count_if(_cdc_matched), count_if(not _cdc_matched) from ' ~ effective
+        'select count_if(_cdc_matched), count_if(not _cdc_matched),'
+        ~ " (select count_if(_cdc_op = 'D') from " ~ changes ~ ') from ' ~ effective
     ).rows[0] -%}
     {%- set matched = counts[0] > 0 -%}
     {%- set inserts = counts[1] > 0 -%}
+    {%- set deletes = counts[2] > 0 -%}
     {%- if not matched and not inserts -%}
+        {%- if deletes -%}
+            {%- do cdc_record_tombstones(target, changes) -%}
+        {%- endif -%}
         {{ return(noop) }}
     {%- endif -%}
 
@@ -159,6 +161,11 @@
     {%- if on_branch -%}
         {%- do cdc_publish_branch(target, branch, read_snapshot) -%}
     {%- endif -%}
+    {#- 7. The batch's deletes become tombstones, once the target has committed (then the post-hook
+           records the batch's files in the ledger). -#}
+    {%- if deletes -%}
+        {%- do cdc_record_tombstones(target, changes) -%}
+    {%- endif -%}
     {{ return("select 'batch applied' as cdc_merge") }}
 {% endmacro %}
 
@@ -180,6 +187,9 @@ when matched and s._cdc_op <> 'D' and {{ cdc_is_newer('s', 't') }}
 
 
 {% macro cdc_validate_batch(target, batch_events, keys) %}
+    {#- Refuses a batch with a null key, commit timestamp or sequence, or an unknown operation,
+        naming each file and how many of its events are bad; nothing has been written yet. Returns
+        the batch's newest truncate as [timestamp text, sequence], or none: one query for both. -#}
     {%- set checks = [] -%}
     {%- for key in keys -%}
         {%- do checks.append(("count_if(_cdc_op <> 'T' and " ~ cdc_quote(key) ~ " is null)", "null key column " ~ key)) -%}
@@ -190,33 +200,41 @@ when matched and s._cdc_op <> 'D' and {{ cdc_is_newer('s', 't') }}
     {%- set sql -%}
         select * from (
             select
-                _cdc_source_file
+                _cdc_source_file,
+                {#- fixed width, so the greatest text is the newest (_cdc_ts, _cdc_seq) -#}
+                max(case when _cdc_op = 'T' then concat(date_format(_cdc_ts, 'yyyy-MM-dd HH:mm:ss.SSSSSS'), '|', _cdc_seq) end) as newest_truncate
                 {%- for check in checks %},
                 {{ check[0] }} as check_{{ loop.index }}
                 {%- endfor %}
             from {{ batch_events }}
             group by _cdc_source_file
         )
-        where {% for check in checks %}check_{{ loop.index }} > 0{{ ' or ' if not loop.last }}{% endfor %}
+        where newest_truncate is not null
+            {%- for check in checks %} or check_{{ loop.index }} > 0{% endfor %}
         order by _cdc_source_file
     {%- endset -%}
-    {%- set bad = run_query(sql) -%}
-    {%- if bad.rows | length > 0 -%}
-        {%- set problems = [] -%}
-        {%- for row in bad.rows -%}
-            {%- for check in checks -%}
-                {%- set failures = row[loop.index] -%}
-                {%- if failures > 0 -%}
-                    {%- do problems.append("  raw file " ~ row[0] ~ ": " ~ failures ~ " change event(s) with " ~ check[1]) -%}
-                {%- endif -%}
-            {%- endfor -%}
+    {%- set found = run_query(sql) -%}
+    {%- set problems = [] -%}
+    {%- set truncates = [] -%}
+    {%- for row in found.rows -%}
+        {%- if row[1] is not none -%}
+            {%- do truncates.append(row[1]) -%}
+        {%- endif -%}
+        {%- for check in checks -%}
+            {%- set failures = row[loop.index + 1] -%}
+            {%- if failures > 0 -%}
+                {%- do problems.append("  raw file " ~ row[0] ~ ": " ~ failures ~ " change event(s) with " ~ check[1]) -%}
+            {%- endif -%}
         {%- endfor -%}
+    {%- endfor -%}
+    {%- if problems -%}
         {%- do cdc_drop_batch_views(target) -%}
         {{ exceptions.raise_compiler_error(
             "cdc_merge refused the batch for " ~ target ~ "; nothing was applied and the table is unchanged:\n"
             ~ (problems | join("\n"))
             ~ "\nFix or remove the file(s) in the landing folder and run again; the other tables are not affected.") }}
     {%- endif -%}
+    {{ return((truncates | max).split('|', 1) if truncates else none) }}
 {% endmacro %}
 
 
@@ -394,21 +412,18 @@ where s._cdc_op <> 'D'
 {%- endmacro %}
 
 
-{% macro cdc_record_tombstones(target) %}
-    {#- Step 4 of the merge, from the post-hook, once the target has committed: the batch's deletes
-        become tombstones. Not before the target's commit: a write to cdc_tombstones makes Spark
+{% macro cdc_record_tombstones(target, changes) %}
+    {#- The batch's deletes (in `changes`, step 3) become tombstones, once the target has committed
+        (step 7, or the post-hook of a full build). Not before: a write to cdc_tombstones makes Spark
         drop its cache of every query that reads it (the batch's changes, the effective changes),
         and the MERGE would compute them again. Safe in this order: if this commit fails, the
         ledger does not record the batch, the rerun applies it again, its deletes find no row (no
-        MERGE) and are recorded here. -#}
-    {%- set changes = cdc_batch_view(target, 'changes') -%}
-    {%- if run_query("select count(*) from " ~ changes ~ " where _cdc_op = 'D'").columns[0].values()[0] > 0 -%}
-        {%- do cdc_execute(
-            'insert into ' ~ cdc_meta_relation('cdc_tombstones')
-            ~ ' select ' ~ cdc_sql_string(target.identifier) ~ ', _cdc_key_json, _cdc_ts, _cdc_seq, _cdc_source_file,'
-            ~ ' current_timestamp() from ' ~ changes ~ " where _cdc_op = 'D'"
-        ) -%}
-    {%- endif -%}
+        MERGE) and are recorded then. -#}
+    {%- do cdc_execute(
+        'insert into ' ~ cdc_meta_relation('cdc_tombstones')
+        ~ ' select ' ~ cdc_sql_string(target.identifier) ~ ', _cdc_key_json, _cdc_ts, _cdc_seq, _cdc_source_file,'
+        ~ ' current_timestamp() from ' ~ changes ~ " where _cdc_op = 'D'"
+    ) -%}
 {% endmacro %}
 
 

@@ -20,25 +20,30 @@
     {%- if not execute -%}
         select 1 as _cdc_placeholder
     {%- else -%}
-        {%- set node = cdc_source_node(source_name, table_name) -%}
-        {%- set shape = node.meta.get('debezium_shape') or node.source_meta.get('debezium_shape') or 'flattened' -%}
-        {%- if shape not in ['flattened', 'envelope'] -%}
-            {{ exceptions.raise_compiler_error(
-                "source " ~ source_name ~ "." ~ table_name ~ ": meta.debezium_shape must be 'flattened' or "
-                ~ "'envelope', not '" ~ shape ~ "'") }}
-        {%- endif -%}
-        {%- set folder = cdc_landing_folder(source_relation) -%}
-        {%- set file_count = cdc_landing_file_count(source_name, table_name, folder) -%}
-        {%- if file_count == 0 -%}
-            {{ cdc_empty_changes(node) }}
-        {%- else -%}
-            {#- The sink's partition=<p> folders would become a `partition` column: read the files. -#}
-            {%- set parts = [] -%}
-            {%- for read in cdc_landing_reads(model.name, folder, folder ~ '/partition=*/*.parquet', file_count) -%}
-                {%- do parts.append(cdc_cast_columns(stg_debezium_changes_sql(read.relation, shape, node), read.types)) -%}
-            {%- endfor -%}
-            {{ parts | join('\nunion all\n') }}
-        {%- endif -%}
+        {{ cdc_debezium_changes(cdc_source_node(source_name, table_name), model.name) }}
+    {%- endif -%}
+{% endmacro %}
+
+
+{% macro cdc_debezium_changes(node, staging_model, files=none) %}
+    {#- As cdc_dms_changes: every raw file of the folder, or only `files` (relative paths). -#}
+    {%- set shape = node.meta.get('debezium_shape') or node.source_meta.get('debezium_shape') or 'flattened' -%}
+    {%- if shape not in ['flattened', 'envelope'] -%}
+        {{ exceptions.raise_compiler_error(
+            "source " ~ node.source_name ~ "." ~ node.name ~ ": meta.debezium_shape must be 'flattened' or "
+            ~ "'envelope', not '" ~ shape ~ "'") }}
+    {%- endif -%}
+    {%- set folder = cdc_landing_folder(node) -%}
+    {%- set file_count = cdc_landing_file_count(node.source_name, node.name, folder) if files is none else files | length -%}
+    {%- if file_count == 0 -%}
+        {{ cdc_empty_changes(node) }}
+    {%- else -%}
+        {#- The sink's partition=<p> folders would become a `partition` column: read the files. -#}
+        {%- set parts = [] -%}
+        {%- for read in cdc_landing_reads(staging_model, folder, cdc_glob_escape(folder) ~ '/partition=*/*.parquet', file_count, files) -%}
+            {%- do parts.append(cdc_cast_columns(stg_debezium_changes_sql(read.relation, shape, node), read.types)) -%}
+        {%- endfor -%}
+        {{ parts | join('\nunion all\n') }}
     {%- endif -%}
 {% endmacro %}
 

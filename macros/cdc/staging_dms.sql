@@ -18,22 +18,29 @@
     {%- if not execute -%}
         select 1 as _cdc_placeholder
     {%- else -%}
-        {%- set node = cdc_source_node(source_name, table_name) -%}
-        {%- set ts_column = node.source_meta.get('dms_timestamp_column')
-            or node.meta.get('dms_timestamp_column') or 'last_update_time' -%}
-        {%- set folder = cdc_landing_folder(source_relation) -%}
-        {%- set file_count = cdc_landing_file_count(source_name, table_name, folder) -%}
-        {%- if file_count == 0 -%}
-            {{ cdc_empty_changes(node) }}
-        {%- else -%}
-            {%- set parts = [] -%}
-            {%- for read in cdc_landing_reads(model.name, folder, folder, file_count) -%}
-                {%- set sql = stg_dms_changes_sql(
-                    read.relation, cdc_landing_columns_of('select * from ' ~ read.relation), ts_column, node) -%}
-                {%- do parts.append(cdc_cast_columns(sql, read.types)) -%}
-            {%- endfor -%}
-            {{ parts | join('\nunion all\n') }}
-        {%- endif -%}
+        {{ cdc_dms_changes(cdc_source_node(source_name, table_name), model.name) }}
+    {%- endif -%}
+{% endmacro %}
+
+
+{% macro cdc_dms_changes(node, staging_model, files=none) %}
+    {#- The staging SQL of the source `node`: over every raw file of its folder (the staging view), or,
+        given `files` (paths relative to the folder), over those files only (a batch, read by the
+        current-state model: cdc_stage_batch). -#}
+    {%- set ts_column = node.source_meta.get('dms_timestamp_column')
+        or node.meta.get('dms_timestamp_column') or 'last_update_time' -%}
+    {%- set folder = cdc_landing_folder(node) -%}
+    {%- set file_count = cdc_landing_file_count(node.source_name, node.name, folder) if files is none else files | length -%}
+    {%- if file_count == 0 -%}
+        {{ cdc_empty_changes(node) }}
+    {%- else -%}
+        {%- set parts = [] -%}
+        {%- for read in cdc_landing_reads(staging_model, folder, cdc_landing_files_glob(folder), file_count, files) -%}
+            {%- set sql = stg_dms_changes_sql(
+                read.relation, cdc_landing_columns_of('select * from ' ~ read.relation), ts_column, node) -%}
+            {%- do parts.append(cdc_cast_columns(sql, read.types)) -%}
+        {%- endfor -%}
+        {{ parts | join('\nunion all\n') }}
     {%- endif -%}
 {% endmacro %}
 

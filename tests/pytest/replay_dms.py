@@ -16,7 +16,8 @@ METADATA = {"op", "ar_h_change_seq", "last_update_time"}
 
 def read_events(folder: Path) -> list[dict]:
     events = []
-    for path in sorted(Path(folder).glob("*.parquet")):
+    # Files in the folder or its date subfolders (DMS DatePartitionEnabled: <yyyy>/<mm>/<dd>/).
+    for path in sorted(Path(folder).rglob("*.parquet"), key=lambda p: p.name):
         for position, record in enumerate(pq.read_table(path).to_pylist()):
             lowered = {name.lower(): value for name, value in record.items()}
             events.append(

@@ -169,6 +169,55 @@ def test_full_refresh_rebuilds_the_same_state(lake, dbt, spark):
     assert snapshot_ids(spark, current(schema, "customer_master")) == before
 
 
+def test_date_partitioned_folders_equal_replay_stage_by_stage(dbt, spark, schema, tmp_path):
+    """DMS with DatePartitionEnabled: CDC files under <table>/<yyyy>/<mm>/<dd>/, the full load at the
+    table's root; a batch reads only its new files, wherever they are."""
+    landing = tmp_path / "landing"
+    for stage in range(1, dms.STAGES + 1):
+        for path in dms.write_stage(landing, stage):
+            if not path.name.startswith("LOAD"):
+                day = path.parent / path.name[:4] / path.name[4:6] / path.name[6:8]
+                day.mkdir(parents=True, exist_ok=True)
+                path.replace(day / path.name)
+        assert dbt("run", *SELECT, landing=landing, schema=schema).success, f"stage {stage}"
+        assert_matches_replay(spark, schema, landing, f"dated stage {stage}")
+    files = {
+        r[0]
+        for r in spark.sql(
+            f"select file_name from {schema}_cdc_meta.cdc_file_ledger where model_name = 'crm__customer_master'"
+        ).collect()
+    }
+    assert files == {p.name for p in (landing / "dms" / "crm" / "customer_master").rglob("*.parquet")}
+    assert any(p.parent.name != "customer_master" for p in (landing / "dms" / "crm").rglob("*.parquet"))
+
+
+def test_idle_scheduled_run_builds_nothing_and_commits_nothing(dbt, spark, schema, tmp_path, caplog):
+    """`make run` with no new file: the current-state models are left out of dbt build (the hooks
+    compare the folders' listings with the ledger), so no table gets a snapshot; one new file in one
+    folder brings back exactly that table."""
+    landing = tmp_path / "landing"
+    for stage in (1, 2):
+        dms.write_stage(landing, stage)
+    assert dbt.pipeline(*SELECT, landing=landing, schema=schema)
+    before = {t: snapshot_ids(spark, current(schema, t)) for t in dms.TABLES}
+    meta = f"{schema}_cdc_meta"
+    ledger_before = spark.table(f"{meta}.cdc_file_ledger").count()
+    caplog.set_level("INFO", logger="python_hooks.pipeline")
+    assert dbt.pipeline(*SELECT, landing=landing, schema=schema)
+    assert "nothing new for crm__customer_address, crm__customer_master: not built this run" in caplog.text
+    assert {t: snapshot_ids(spark, current(schema, t)) for t in dms.TABLES} == before
+    assert spark.table(f"{meta}.cdc_file_ledger").count() == ledger_before
+    for path in dms.write_stage(tmp_path / "next", 3):
+        if path.parent.name == "customer_master":
+            shutil.copy(path, landing / "dms" / "crm" / "customer_master" / path.name)
+    caplog.clear()
+    assert dbt.pipeline(*SELECT, landing=landing, schema=schema)
+    assert "nothing new for crm__customer_address: not built this run" in caplog.text
+    assert snapshot_ids(spark, current(schema, "customer_address")) == before["customer_address"]
+    assert snapshot_ids(spark, current(schema, "customer_master")) != before["customer_master"]
+    assert_matches_replay(spark, schema, landing, "after the idle run")
+
+
 def test_empty_landing_builds_empty_tables(dbt, spark, schema, tmp_path):
     """Every model, snapshot and test (no selection): sources without files give empty tables."""
     assert dbt("build", landing=tmp_path, schema=schema).success
