@@ -15,14 +15,19 @@ Updates draw keys with replacement, so one file can hold several changes of one 
 times are quantised to 100 ms, so `AR_H_CHANGE_SEQ` alone orders some changes. Deletes carry
 the key only (the source's default REPLICA IDENTITY).
 
+A table may be written with a subset of the columns (`columns`: the key, `amount` and
+`quantity` at least, which the checksum reads), as the many-tables stage does. `generate_history`
+writes a table built by CDC alone, from many small files, for the landing-history stage.
+
 The generator also keeps what an independent replay needs to state the table's expected
-content after every batch (`expected_state`): the last change per key over all events,
-ordered by (commit time, AR_H_CHANGE_SEQ), deletes removed.
+content after every batch (`expected_state`, or row by row `expected_rows`): the last change per
+key over all events, ordered by (commit time, AR_H_CHANGE_SEQ), deletes removed.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,6 +84,7 @@ TICK_MS = 100  # commit times quantised: ties are ordered by the sequence only
 ORDER_TS_BASE_US = LOAD_US - 400 * 24 * 3600 * 10**6
 
 MIX_INSERT, MIX_DELETE, LATE = 0.20, 0.10, 0.05
+CHECKSUM_COLUMNS = (KEY, "amount", "quantity")  # what CHECKSUM_SQL reads: every table has them
 
 
 class Rng:
@@ -137,11 +143,17 @@ def row_images(keys: pa.Int64Array, rng: Rng) -> dict[str, pa.Array]:
     }
 
 
-def _key_only(keys: pa.Int64Array) -> dict[str, pa.Array]:
-    return {
-        name: (keys if name == KEY else pa.nulls(len(keys), SOURCE_SCHEMA.field(name).type))
-        for name in SOURCE_SCHEMA.names
-    }
+def _only(images: dict[str, pa.Array], columns: Sequence[str]) -> dict[str, pa.Array]:
+    """The written columns, in the source schema's order."""
+    return {name: images[name] for name in SOURCE_SCHEMA.names if name in columns}
+
+
+def check_columns(columns: Sequence[str]) -> tuple[str, ...]:
+    unknown = [c for c in columns if c not in SOURCE_SCHEMA.names]
+    missing = [c for c in CHECKSUM_COLUMNS if c not in columns]
+    if unknown or missing:
+        raise ValueError(f"columns must be among {SOURCE_SCHEMA.names} and hold {CHECKSUM_COLUMNS}: got {columns}")
+    return tuple(name for name in SOURCE_SCHEMA.names if name in columns)
 
 
 def cdc_file_name(at: dt.datetime) -> str:
@@ -191,16 +203,19 @@ def _cents(amount: pa.Array) -> pa.Array:
 
 
 def write_full_load(
-    out: Path, rows: int, file_rows: int, rng: Rng
+    out: Path, rows: int, file_rows: int, rng: Rng, columns: Sequence[str] = SOURCE_SCHEMA.names
 ) -> tuple[list[Path], pa.ChunkedArray, pa.ChunkedArray, int]:
     files, quantity, cents, key_x_quantity = [], [], [], 0
     for number, start in enumerate(range(1, rows + 1, file_rows), start=1):
         stop = min(start + file_rows, rows + 1)
         keys = pa.array(range(start, stop), pa.int64())
         image = row_images(keys, rng)
-        columns = {"last_update_time": _timestamps(pa.repeat(pa.scalar(LOAD_US), len(keys))), **image}
+        written = {
+            "last_update_time": _timestamps(pa.repeat(pa.scalar(LOAD_US), len(keys))),
+            **_only(image, columns),
+        }
         path = out / load_file_name(number)
-        _write(pa.table(columns), path)
+        _write(pa.table(written), path)
         files.append(path)
         quantity.append(image["quantity"])
         cents.append(_cents(image["amount"]))
@@ -255,9 +270,12 @@ def write_batch(
     next_key: int,
     previous_updates: pa.Array,
     rng: Rng,
+    columns: Sequence[str] = SOURCE_SCHEMA.names,
+    late_file: bool = True,
 ) -> tuple[Batch, pa.Array, int, pa.Array]:
     """Batch `number` (1-based). Returns the batch, the keys alive after it, the next new key and
-    the keys it updated (late changes of the next batch revisit some of them)."""
+    the keys it updated (late changes of the next batch revisit some of them). `late_file=False`:
+    the late changes go at the end of the batch's last file instead of a file of their own."""
     n = batch_rows
     n_insert, n_delete = round(n * MIX_INSERT), round(n * MIX_DELETE)
     n_update = n - n_insert - n_delete
@@ -288,7 +306,7 @@ def write_batch(
     positions = pa.array(range(n_ordered), pa.int64())
     ts_ms = pc.add(pc.multiply(pc.divide(pc.multiply(positions, ticks), max(n_ordered, 1)), TICK_MS), start_ms)
     seq = _seq(ts_ms, number, 0)
-    ordered = _cdc_table(ops, ts_ms, _images_for(ops, keys, rng), seq)
+    ordered = _cdc_table(ops, ts_ms, _only(_images_for(ops, keys, rng), columns), seq)
 
     # Late updates: committed in the previous batch's window, half of them on keys that batch
     # updated (so some are older than the row already applied), landing in this batch's last file.
@@ -312,7 +330,9 @@ def write_batch(
     late_ts_ms = pc.add(pc.multiply(late_ticks, TICK_MS), previous_start_ms)
     late_ts_ms = pc.take(late_ts_ms, pc.sort_indices(late_ts_ms))
     late_ops = pa.repeat(pa.scalar("U"), n_late).cast(pa.string())
-    late = _cdc_table(late_ops, late_ts_ms, _images_for(late_ops, late_keys, rng), _seq(late_ts_ms, number, n_ordered))
+    late = _cdc_table(
+        late_ops, late_ts_ms, _only(_images_for(late_ops, late_keys, rng), columns), _seq(late_ts_ms, number, n_ordered)
+    )
 
     # Files: the ordered changes split by time, each named when its window closes; then the late file.
     files = []
@@ -322,16 +342,26 @@ def write_batch(
     bounds = [round(i * n_ordered / count) for i in range(count + 1)]
     for i in range(count):
         part = ordered.slice(bounds[i], bounds[i + 1] - bounds[i])
+        if i == count - 1 and n_late and not late_file:
+            part = pa.concat_tables([part, late])
         path = out / cdc_file_name(batch_start + window * (i + 1) / count)
         _write(part, path)
         files.append(path)
-    if n_late:
+    if n_late and late_file:
         path = out / cdc_file_name(batch_start + window + dt.timedelta(seconds=1))
         _write(late, path)
         files.append(path)
 
-    events = pa.concat_tables([ordered, late])
-    replay_columns = pa.table(
+    replay_columns = _replay_columns(pa.concat_tables([ordered, late]))
+    survivors = pc.filter(alive, pc.invert(pc.is_in(alive, value_set=deleted)))
+    inserted = pc.filter(keys, is_insert)
+    new_alive = pa.concat_arrays([survivors, inserted])
+    return Batch(number, files, replay_columns), new_alive, next_key + n_insert, updated
+
+
+def _replay_columns(events: pa.Table) -> pa.Table:
+    """What the replay needs of a batch's change events."""
+    return pa.table(
         {
             KEY: events[KEY],
             "op": events["Op"],
@@ -341,10 +371,6 @@ def write_batch(
             "amount_cents": _cents(events["amount"].combine_chunks()),
         }
     )
-    survivors = pc.filter(alive, pc.invert(pc.is_in(alive, value_set=deleted)))
-    inserted = pc.filter(keys, is_insert)
-    new_alive = pa.concat_arrays([survivors, inserted])
-    return Batch(number, files, replay_columns), new_alive, next_key + n_insert, updated
 
 
 def generate_table(
@@ -357,22 +383,72 @@ def generate_table(
     seed: int,
     load_file_rows: int = 500_000,
     files_per_batch: int = 4,
+    columns: Sequence[str] = SOURCE_SCHEMA.names,
 ) -> TableData:
     """Write the full load and `batches` CDC batches of one table under `out` (one folder per
     landing step: `load/`, `batch_0001/`, ...), to be moved into the landing folder when due."""
+    columns = check_columns(columns)
     rng = Rng(seed)
     data = TableData(name, rows, batch_rows)
     (data.load_files, data.load_quantity, data.load_cents, data.load_sum_key_x_quantity) = write_full_load(
-        out / "load", rows, load_file_rows, rng
+        out / "load", rows, load_file_rows, rng, columns
     )
     alive = pa.array(range(1, rows + 1), pa.int64())
     next_key, previous = rows + 1, pa.array([], pa.int64())
     for number in range(1, batches + 1):
         batch, alive, next_key, previous = write_batch(
-            out / f"batch_{number:04d}", number, batch_rows, files_per_batch, alive, next_key, previous, rng
+            out / f"batch_{number:04d}", number, batch_rows, files_per_batch, alive, next_key, previous, rng, columns
         )
         data.batches.append(batch)
     return data
+
+
+HISTORY_FILE_EVERY_MS = 60_000  # one small CDC file a minute, before LOAD_TIME
+
+
+def generate_history(
+    out: Path, name: str, files: int, rows_per_file: int, batch_rows: int, *, seed: int, few_files: int = 5
+) -> tuple[TableData, list[Path]]:
+    """A table built by CDC alone: `files` small CDC files of inserts (`rows_per_file` each, one file
+    a minute, the last one a minute before LOAD_TIME: `files` minutes of history), in `out/history/`,
+    then one CDC batch of `batch_rows` changes (late updates included) in a single file, in
+    `out/batch_0001/`. The TableData has no full load (`rows` 0): batches[0] is the history,
+    batches[1] the new batch. Also returns the same history in `few_files` files (consecutive
+    files concatenated, each named after its last one), in `out/history_few/`."""
+    if not 0 < rows_per_file * TICK_MS < HISTORY_FILE_EVERY_MS:
+        raise ValueError(f"rows_per_file must be in 1..{HISTORY_FILE_EVERY_MS // TICK_MS - 1}, got {rows_per_file}")
+    rng = Rng(seed)
+    rows = files * rows_per_file
+    keys = pa.array(range(1, rows + 1), pa.int64())
+    ops = pa.repeat(pa.scalar("I"), rows).cast(pa.string())
+    position = pa.array(range(rows), pa.int64())
+    file_index = pc.divide(position, rows_per_file)
+    first_ms = LOAD_US // 1000 - files * HISTORY_FILE_EVERY_MS
+    ts_ms = pc.add(
+        pc.add(pc.multiply(file_index, HISTORY_FILE_EVERY_MS), first_ms),
+        pc.multiply(pc.subtract(position, pc.multiply(file_index, rows_per_file)), TICK_MS),
+    )
+    history = _cdc_table(ops, ts_ms, _images_for(ops, keys, rng), _seq(ts_ms, 0, 0))
+
+    def write_split(folder: Path, count: int) -> list[Path]:
+        bounds = [round(i * files / count) for i in range(count + 1)]
+        paths = []
+        for first, stop in zip(bounds, bounds[1:], strict=False):
+            written_at = EPOCH + dt.timedelta(milliseconds=first_ms + stop * HISTORY_FILE_EVERY_MS - 1)
+            path = folder / cdc_file_name(written_at)
+            _write(history.slice(first * rows_per_file, (stop - first) * rows_per_file), path)
+            paths.append(path)
+        return paths
+
+    data = TableData(
+        name, 0, batch_rows, load_quantity=pa.chunked_array([], pa.int32()), load_cents=pa.chunked_array([], pa.int64())
+    )
+    data.batches.append(Batch(0, write_split(out / "history", files), _replay_columns(history)))
+    few = write_split(out / "history_few", max(1, min(few_files, files)))
+    empty = pa.array([], pa.int64())
+    batch, *_ = write_batch(out / "batch_0001", 1, batch_rows, 1, keys, rows + 1, empty, rng, late_file=False)
+    data.batches.append(batch)
+    return data, few
 
 
 @dataclass(frozen=True)
@@ -402,14 +478,12 @@ def table_checksum(sql, relation: str) -> Checksum:
     return Checksum(*(int(v) for v in row))
 
 
-def expected_state(data: TableData, through_batch: int) -> Checksum:
-    """Replay: the last change per key over the full load and batches 1..through_batch, ordered
-    by (commit time, AR_H_CHANGE_SEQ); a key whose last change is a delete is absent. Computed
-    from the generator's own columns with pyarrow, not from anything the pipeline wrote."""
-    totals = {"rows": data.rows, "kq": data.load_sum_key_x_quantity, "cents": pc.sum(data.load_cents).as_py(), "ts": 0}
-    batches = [b.events for b in data.batches[:through_batch]]
+def _last_changes(data: TableData, through_batch: int) -> pa.Table | None:
+    """The last change per key over the batches numbered up to through_batch (a table without a full
+    load has its history as batch 0), ordered by (commit time, AR_H_CHANGE_SEQ); None when there is none."""
+    batches = [b.events for b in data.batches if b.number <= through_batch]
     if not batches:
-        return Checksum(totals["rows"], totals["kq"], totals["cents"], 0)
+        return None
     events = pa.concat_tables(batches)
     order = pc.sort_indices(events, sort_keys=[(KEY, "ascending"), ("ts_us", "descending"), ("seq", "descending")])
     events = events.take(order)
@@ -419,7 +493,22 @@ def expected_state(data: TableData, through_batch: int) -> Checksum:
         if len(keys)
         else pa.array([], pa.bool_())
     )
-    last = events.filter(first)
+    return events.filter(first)
+
+
+def expected_state(data: TableData, through_batch: int) -> Checksum:
+    """Replay: the last change per key over the full load and batches 1..through_batch, ordered
+    by (commit time, AR_H_CHANGE_SEQ); a key whose last change is a delete is absent. Computed
+    from the generator's own columns with pyarrow, not from anything the pipeline wrote."""
+    totals = {
+        "rows": data.rows,
+        "kq": data.load_sum_key_x_quantity,
+        "cents": pc.sum(data.load_cents).as_py() or 0,
+        "ts": 0,
+    }
+    last = _last_changes(data, through_batch)
+    if last is None:
+        return Checksum(totals["rows"], totals["kq"], totals["cents"], 0)
 
     # Load rows touched by any change leave the load's totals; the last change per key enters.
     touched_load = pc.filter(last[KEY], pc.less_equal(last[KEY], data.rows))
@@ -435,3 +524,24 @@ def expected_state(data: TableData, through_batch: int) -> Checksum:
     totals["cents"] += pc.sum(live["amount_cents"]).as_py() or 0
     totals["ts"] += pc.sum(pc.subtract(live["ts_us"], LOAD_US)).as_py() or 0
     return Checksum(totals["rows"], totals["kq"], totals["cents"], totals["ts"])
+
+
+def expected_rows(data: TableData, through_batch: int) -> pa.Table:
+    """The replay row by row: one row per live key (order_id, ts_us, seq, quantity, amount_cents),
+    full-load rows untouched by any change with the load's commit time and no sequence."""
+    load_keys = pa.array(range(1, data.rows + 1), pa.int64())
+    load = pa.table(
+        {
+            KEY: load_keys,
+            "ts_us": pa.repeat(pa.scalar(LOAD_US, pa.int64()), data.rows),
+            "seq": pa.nulls(data.rows, pa.string()),
+            "quantity": pc.cast(data.load_quantity.combine_chunks(), pa.int64()),
+            "amount_cents": data.load_cents.combine_chunks(),
+        }
+    )
+    last = _last_changes(data, through_batch)
+    if last is None:
+        return load
+    untouched = load.filter(pc.invert(pc.is_in(load_keys, value_set=last[KEY].combine_chunks())))
+    live = last.filter(pc.not_equal(last["op"], "D")).select(load.column_names)
+    return pa.concat_tables([untouched, live.cast(load.schema)])
