@@ -88,9 +88,13 @@ _RULES = [(category, re.compile(pattern)) for category, pattern in CATEGORIES]
 _COMMENT = re.compile(r"^\s*/\*.*?\*/", re.S)
 
 
+_LINE_COMMENTS = re.compile(r"^(\s*--[^\n]*(\n|$))+")
+
+
 def normalise(sql: str) -> str:
-    """The statement without dbt's leading query comment, lower case, whitespace collapsed."""
-    return " ".join(_COMMENT.sub("", sql, count=1).lower().split())
+    """The statement without dbt's leading query comment (and leading `--` lines, as dbt-spark's
+    MERGE has), lower case, whitespace collapsed."""
+    return " ".join(_LINE_COMMENTS.sub("", _COMMENT.sub("", sql, count=1)).lower().split())
 
 
 def categorise(sql: str) -> str:
@@ -174,7 +178,15 @@ class StageRecord:
     cpu_seconds: float | None = None
     peak_heap_mb: float | None = None
     peak_rss_mb: float | None = None
+    peak_heap_after_gc_mb: float | None = None
+    max_heap_mb: float | None = None
     extra: dict = field(default_factory=dict)
+
+    @property
+    def peak_heap_fraction(self) -> float | None:
+        if self.peak_heap_mb is None or not self.max_heap_mb:
+            return None
+        return self.peak_heap_mb / self.max_heap_mb
 
     def as_dict(self) -> dict:
         result = {"stage": self.name, "seconds": round(self.seconds, 3)}
@@ -184,6 +196,11 @@ class StageRecord:
             result["rows"] = self.rows
             result["rows_per_second"] = round(self.rows / self.seconds) if self.seconds > 0 else None
         result["peak_heap_mb"] = None if self.peak_heap_mb is None else round(self.peak_heap_mb)
+        fraction = self.peak_heap_fraction
+        result["peak_heap_fraction"] = None if fraction is None else round(fraction, 3)
+        result["peak_heap_after_gc_mb"] = (
+            None if self.peak_heap_after_gc_mb is None else round(self.peak_heap_after_gc_mb)
+        )
         result["peak_rss_mb"] = None if self.peak_rss_mb is None else round(self.peak_rss_mb)
         result.update(self.extra)
         return result
@@ -192,7 +209,12 @@ class StageRecord:
 class DriverMemory:
     """Samples the Spark driver's JVM heap in use (py4j, MemoryMXBean) in a thread, and reads the
     JVM process's peak RSS (Linux VmHWM, reset at each stage's start). In local mode the driver
-    JVM runs every task, so this is the memory the whole job needs."""
+    JVM runs every task, so this is the memory the whole job needs.
+
+    The heap in use includes garbage not collected yet: the JVM lets it grow towards the maximum
+    before collecting, so its peak says how full the heap got, not how much the job holds. The
+    heap after the last collection (the heap pools' CollectionUsage, summed) is sampled too: its
+    peak is closer to what the job needs live."""
 
     def __init__(self, interval: float = 0.1) -> None:
         self._interval = interval
@@ -202,8 +224,11 @@ class DriverMemory:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._peak_heap = 0
+        self._peak_after_gc = 0
+        self._heap_pools: list = []
         self.max_heap: int | None = None
         self.overall_peak_heap = 0
+        self.overall_peak_after_gc = 0
         self.overall_peak_rss = 0
 
     def attach(self, spark) -> None:
@@ -213,6 +238,11 @@ class DriverMemory:
         jvm = spark.sparkContext._jvm
         self._pid = int(jvm.java.lang.ProcessHandle.current().pid())
         self.max_heap = int(jvm.java.lang.Runtime.getRuntime().maxMemory())
+        self._heap_pools = [
+            pool
+            for pool in jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans()
+            if pool.getType().name() == "HEAP"
+        ]
         self._thread = threading.Thread(target=self._sample_loop, name="bench-heap-sampler", daemon=True)
         self._thread.start()
 
@@ -220,15 +250,27 @@ class DriverMemory:
         bean = self._spark.sparkContext._jvm.java.lang.management.ManagementFactory.getMemoryMXBean()
         return int(bean.getHeapMemoryUsage().getUsed())
 
+    def _heap_after_gc(self) -> int:
+        total = 0
+        for pool in self._heap_pools:
+            usage = pool.getCollectionUsage()
+            total += int(usage.getUsed()) if usage is not None else 0
+        return total
+
+    def _sample(self) -> None:
+        used, after_gc = self._heap_used(), self._heap_after_gc()
+        with self._lock:
+            self._peak_heap = max(self._peak_heap, used)
+            self.overall_peak_heap = max(self.overall_peak_heap, used)
+            self._peak_after_gc = max(self._peak_after_gc, after_gc)
+            self.overall_peak_after_gc = max(self.overall_peak_after_gc, after_gc)
+
     def _sample_loop(self) -> None:
         while not self._stop.wait(self._interval):
             try:
-                used = self._heap_used()
+                self._sample()
             except Exception:  # the JVM is going away
                 return
-            with self._lock:
-                self._peak_heap = max(self._peak_heap, used)
-                self.overall_peak_heap = max(self.overall_peak_heap, used)
 
     def stop(self) -> None:
         self._stop.set()
@@ -241,6 +283,7 @@ class DriverMemory:
     def begin(self) -> None:
         with self._lock:
             self._peak_heap = 0
+            self._peak_after_gc = 0
         if self._pid:
             _reset_peak_rss(self._pid)
 
@@ -248,15 +291,17 @@ class DriverMemory:
         if not self._spark:
             return None, None
         with contextlib.suppress(Exception):
-            used = self._heap_used()
-            with self._lock:
-                self._peak_heap = max(self._peak_heap, used)
+            self._sample()
         status = _proc_status(self._pid) if self._pid else {}
         rss = status.get("VmHWM")
         if rss:
             self.overall_peak_rss = max(self.overall_peak_rss, rss)
         with self._lock:
             return (self._peak_heap / MB if self._peak_heap else None), (rss / MB if rss else None)
+
+    def stage_peak_after_gc(self) -> float | None:
+        with self._lock:
+            return self._peak_after_gc / MB if self._peak_after_gc else None
 
 
 class RemoteDriver:
@@ -266,6 +311,7 @@ class RemoteDriver:
 
     max_heap: int | None = None
     overall_peak_heap = 0
+    overall_peak_after_gc = 0
     overall_peak_rss = 0
 
     def stop(self) -> None:
@@ -279,6 +325,9 @@ class RemoteDriver:
 
     def end(self) -> tuple[float | None, float | None]:
         return None, None
+
+    def stage_peak_after_gc(self) -> float | None:
+        return None
 
 
 class Stages:
@@ -302,6 +351,8 @@ class Stages:
             # CPU time is what contention for the cores does not inflate: the JVM's and dbt's.
             record.cpu_seconds = None if cpu is None else self.memory.cpu_seconds() - cpu
             record.peak_heap_mb, record.peak_rss_mb = self.memory.end()
+            record.peak_heap_after_gc_mb = self.memory.stage_peak_after_gc()
+            record.max_heap_mb = self.memory.max_heap / MB if self.memory.max_heap else None
             self.records.append(record)
             log.info("stage %s: %.2f s", name, record.seconds)
 
