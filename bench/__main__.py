@@ -1,10 +1,19 @@
-"""`python -m bench` (`make bench`): the CDC pipeline benchmark at the scale the environment sets.
+"""`python -m bench` (`make bench`): the CDC pipeline benchmark at the scale the environment sets
+(bench/README.md).
 
     BENCH_ROWS              rows of the initial load                      (default 5,000,000)
     BENCH_BATCH_FRACTION    changes per CDC batch, as a fraction of rows  (default 0.01)
     BENCH_BATCHES           CDC batches per table: all but the last warm up, the last is measured (default 2)
     BENCH_SCALE_FACTOR      the scaled table is this many times larger     (default 4)
     BENCH_SEED              generator seed                                 (default 20261101)
+    BENCH_STAGES            stage groups to run, comma-separated: orders, stock, scaled, many, idle,
+                            history (default all; the ratios of the others are null)
+    BENCH_MANY_TABLES, BENCH_MANY_ROWS, BENCH_MANY_BATCH, BENCH_MANY_BATCHES   the many-tables stages
+                            (M, Z): tables, rows each, changes per batch and table, batches (default
+                            20, 100,000, 1,000, 1: no warm-up run)
+    BENCH_HISTORY_FILES     applied files in the landing-history stage (H) (default 5,000; the
+                            other table has them in 5); BENCH_HISTORY_FILE_ROWS (4), BENCH_HISTORY_BATCH
+                            (changes in the new file, 1,000), BENCH_HISTORY_LAYOUT (flat | dated)
     BENCH_WORK              work folder: raw files, warehouse, dbt project (default data/bench; emptied first)
     BENCH_TARGET            local | cluster: the dbt target measured      (default local; cluster: after
                             `make cluster-up`)

@@ -10,6 +10,10 @@ project tunes the benchmark:
   - the bench models are what users write: a source yml, a one-line staging model calling
     `stg_dms_changes`, a one-line current-state model calling `cdc_current_state`.
 
+The many-tables stages (M, Z) run `make run`'s equivalent on a project of their own, holding only
+their tables (`build_project(..., name="project_many", models=many_models(...))`): the same
+files, with generated models for N tables instead of bench/dbt/models (the count is a setting).
+
 BENCH_REF (a git commit) takes those files from that commit instead of the working tree.
 BENCH_PATCH (paths of unified diffs against the repository, comma-separated) is applied to this
 copy first: a proposed change to the macros, dbt_project.yml or the profile can be measured
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,13 +77,24 @@ def _apply(patch: Path, src: Path) -> None:
         raise PatchError(f"BENCH_PATCH {patch} does not apply to {', '.join(COPIED)}:\n{result.stdout}{result.stderr}")
 
 
-def build_project(work: Path, patches: Sequence[Path] = (), ref: str | None = None) -> BenchProject:
-    """`ref`: take the project's files from this git commit instead of the working tree."""
-    project_dir = work / "project"
+def build_project(
+    work: Path,
+    patches: Sequence[Path] = (),
+    ref: str | None = None,
+    *,
+    name: str = "project",
+    models: Callable[[Path], None] | None = None,
+) -> BenchProject:
+    """`ref`: take the project's files from this git commit instead of the working tree. `models`
+    writes the project's models into the folder it is given (default: a copy of bench/dbt/models)."""
+    project_dir = work / name
     _copy_sources(project_dir, ref)
     for patch in patches:
         _apply(Path(patch).resolve(), project_dir)
-    shutil.copytree(BENCH_MODELS, project_dir / "models")
+    if models is None:
+        shutil.copytree(BENCH_MODELS, project_dir / "models")
+    else:
+        models(project_dir / "models")
 
     config = yaml.safe_load((project_dir / "dbt_project.yml").read_text(encoding="utf-8"))
     config["model-paths"] = ["models"]
@@ -95,3 +110,49 @@ def build_project(work: Path, patches: Sequence[Path] = (), ref: str | None = No
         encoding="utf-8",
     )
     return BenchProject(project_dir, project_dir / "profiles", config, tuple(str(p) for p in patches), ref)
+
+
+def many_models(
+    source: str, tables: Sequence[str], columns: Sequence[tuple[str, str]], key: str
+) -> Callable[[Path], None]:
+    """The models of a project with len(tables) DMS tables of one source, as a user writes them: a
+    source yml, a one-line staging model and a one-line current-state model per table.
+    `columns`: (name, Spark type) of the raw files' business columns."""
+
+    def write(models_dir: Path) -> None:
+        staging = models_dir / "staging" / source
+        current = models_dir / "current_state" / source
+        staging.mkdir(parents=True)
+        current.mkdir(parents=True)
+        sources = {
+            "version": 2,
+            "sources": [
+                {
+                    "name": source,
+                    "description": f"Benchmark source (bench/run.py, many-tables stage): {len(tables)} tables "
+                    "replicated by AWS DMS (Parquet), one folder per table under "
+                    f"`$CDC_LANDING_ROOT/dms/{source}/`.",
+                    "schema": "parquet",
+                    "quoting": {"identifier": True},
+                    "meta": {"cdc_producer": "dms", "dms_timestamp_column": "last_update_time"},
+                    "tables": [
+                        {
+                            "name": table,
+                            "identifier": "{{ env_var('CDC_LANDING_ROOT') }}/dms/" + f"{source}/{table}",
+                            "columns": [{"name": name, "data_type": data_type} for name, data_type in columns],
+                        }
+                        for table in tables
+                    ],
+                }
+            ],
+        }
+        (staging / f"_{source}__sources.yml").write_text(yaml.safe_dump(sources, sort_keys=False), encoding="utf-8")
+        for table in tables:
+            (staging / f"stg_{source}__{table}.sql").write_text(
+                f"{{{{ stg_dms_changes('{source}', '{table}') }}}}\n", encoding="utf-8"
+            )
+            (current / f"{source}__{table}.sql").write_text(
+                f"{{{{ cdc_current_state('stg_{source}__{table}', unique_key=['{key}']) }}}}\n", encoding="utf-8"
+            )
+
+    return write

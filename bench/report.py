@@ -6,7 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-RATIO_KEYS = ("R1", "R2", "R3", "S")
+RATIO_KEYS = ("R1", "R2", "R3", "R4", "S", "M", "Z", "H", "peak_heap_fraction")
+ENDINGS_WITH_BREAKDOWN = (
+    "incremental batch",
+    "full refresh",
+    "stock dbt-spark merge",
+    "incremental run (make run)",
+    "idle run (make run)",
+)
 TARGET_NOTES = {
     "local": "Target `local`: dbt and the bench in one embedded Spark session.",
     "cluster": "Target `cluster`: dbt and the bench's own SQL in sessions of the cluster's Spark Thrift Server "
@@ -47,10 +54,10 @@ def markdown(results: dict) -> str:
         "|---|---:|---:|:-:|---|",
     ]
     for key in RATIO_KEYS:
-        lines.append(
-            f"| {key} | {_fmt(results[key])} | ≤ {results['goals'][key]} | "
-            f"{'yes' if results['met'][key] else '**no**'} | {results['definitions'][key]} |"
-        )
+        value = results.get(key)
+        met = "–" if value is None else "yes" if results["met"][key] else "**no**"
+        shown = _fmt(value) if value is not None else "not run" if key != "peak_heap_fraction" else "n/a"
+        lines.append(f"| {key} | {shown} | ≤ {results['goals'][key]} | {met} | {results['definitions'][key]} |")
     lines += [
         "",
         f"Tables equal to the replay after every checked stage: {'yes' if results['correct'] else '**NO**'}.",
@@ -66,25 +73,78 @@ def markdown(results: dict) -> str:
         "Peak driver memory: n/a on this target (the driver is the Thrift Server's JVM)."
         if remote
         else f"Peak driver memory: heap {_fmt(memory['driver_heap_peak_mb'])} MB "
-        f"of {_fmt(memory['driver_heap_max_mb'])} MB, process RSS {_fmt(memory['driver_rss_peak_mb'])} MB.",
+        f"of {_fmt(memory['driver_heap_max_mb'])} MB ({_fmt(memory.get('driver_heap_peak_fraction'))} of the "
+        f"maximum; after garbage collection at most {_fmt(memory.get('driver_heap_after_gc_peak_mb'))} MB, "
+        f"{_fmt(memory.get('driver_heap_after_gc_peak_fraction'))}), "
+        f"process RSS {_fmt(memory['driver_rss_peak_mb'])} MB.",
+        *_new_stage_notes(results),
         "",
-        "| stage | seconds | CPU seconds | rows | rows/s | peak heap MB | peak RSS MB |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| stage | seconds | CPU seconds | rows | rows/s | peak heap MB | heap / max | peak RSS MB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for stage in results["stages"]:
         lines.append(
             f"| {stage['stage']} | {_fmt(stage['seconds'])} | {_fmt(stage.get('cpu_seconds'))} | "
             f"{_fmt(stage.get('rows'))} | "
             f"{_fmt(stage.get('rows_per_second'))} | {_fmt(stage.get('peak_heap_mb'))} | "
-            f"{_fmt(stage.get('peak_rss_mb'))} |"
+            f"{_fmt(stage.get('peak_heap_fraction'))} | {_fmt(stage.get('peak_rss_mb'))} |"
         )
+    stock = results.get("stock")
+    if stock:
+        others = stock["others_by_kind"]
+        lines += [
+            "",
+            f"Rows the stock dbt-spark model (`{stock['model']}`) gets wrong after the batch, against the replay "
+            f"({_fmt(stock['replay_rows'])} rows):",
+            "",
+            "| kind | rows |",
+            "|---|---:|",
+            "| deleted keys still present (the stock MERGE cannot delete) | "
+            f"{_fmt(stock['by_kind']['deleted_keys_present'])} |",
+            f"| late (older) changes that overwrote newer values | {_fmt(stock['by_kind']['late_overwrote_newer'])} |",
+            f"| others: a newer change of the batch skipped (late, older than the table's max(last_update_time)) "
+            f"| {_fmt(others['batch_change_skipped'])} |",
+            f"| others: key missing | {_fmt(others['missing_key'])} |",
+            f"| others: other differences | {_fmt(others['other'])} |",
+            f"| **all wrong rows** | {_fmt(stock['wrong_rows'])} |",
+        ]
     for label, detail in results["breakdown"].items():
-        if not label.endswith(("incremental batch", "full refresh")):
+        if not label.endswith(ENDINGS_WITH_BREAKDOWN):
             continue
         lines += ["", f"Where the time of {label} goes:", "", "| part | seconds |", "|---|---:|"]
         for category, seconds in detail["seconds_by_category"].items():
             lines.append(f"| {category} | {_fmt(seconds)} |")
     return "\n".join(lines) + "\n"
+
+
+def _new_stage_notes(results: dict) -> list[str]:
+    """One line each on the many-tables, idle and history stages, when they ran."""
+    notes = []
+    scale = results["scale"]
+    if results.get("many"):
+        notes.append(
+            f"Many tables (M, Z): {results['many']['tables']} tables of {_fmt(scale['many_rows'])} rows "
+            f"({len(results['many']['columns'])} columns), batches of {_fmt(scale['many_batch_rows'])} changes each."
+        )
+    idle = results.get("idle")
+    if idle:
+        notes.append(
+            f"Idle run: {_fmt(idle['parse_and_session_seconds'])} s of dbt parse + cdc_create_meta_tables; "
+            + (
+                "no Iceberg commit on any of the tables."
+                if not idle["tables_committed"]
+                else f"**{idle['tables_committed']} table(s) got a commit**."
+            )
+        )
+    history = results.get("history")
+    if history:
+        notes.append(
+            f"Landing history (H): {_fmt(history['history']['applied_files'])} applied files of "
+            f"{_fmt(scale['history_file_rows'])} rows each against the same rows in "
+            f"{history['history_few']['applied_files']} files, then one new file of "
+            f"{_fmt(history['new_file_changes'])} changes; layout `{history['layout']}`."
+        )
+    return notes
 
 
 def result_names(target: str) -> tuple[str, str]:

@@ -1,0 +1,1 @@
+{{ cdc_current_state('stg_bench__history', unique_key=['order_id']) }}

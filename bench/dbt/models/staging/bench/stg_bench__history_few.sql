@@ -1,0 +1,1 @@
+{{ stg_dms_changes('bench', 'history_few') }}

@@ -1,0 +1,161 @@
+"""What every stage of a run uses: dbt in this process (a command, or `make run`'s equivalent),
+landing raw files, and checking a table against the generator's replay."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import os
+import time
+from pathlib import Path
+
+from bench.generate import TableData, expected_state, table_checksum
+from bench.instrument import SqlProfile, Statement
+from bench.project import BenchProject
+from bench.sql import Sql
+
+log = logging.getLogger(__name__)
+
+LAYOUTS = ("flat", "dated")
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+@contextlib.contextmanager
+def environment(**values: str):
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+class _TimedRunner:
+    """A dbtRunner as python_hooks.pipeline.run_pipeline uses it (`invoke`), timing each command."""
+
+    def __init__(self, runner) -> None:
+        self._runner = runner
+        self.commands: list[tuple[str, float]] = []
+
+    def invoke(self, args: list[str]):
+        start = time.perf_counter()
+        try:
+            return self._runner.invoke(args)
+        finally:
+            name = " ".join(args[:2]) if args[0] == "run-operation" else args[0]
+            self.commands.append((name, time.perf_counter() - start))
+
+
+class BenchDbt:
+    """dbt in this process, on one bench project, recording every statement it sends."""
+
+    def __init__(self, project: BenchProject, schema: str, landing: Path, logs: Path, target: str) -> None:
+        from dbt.cli.main import dbtRunner
+
+        self.profile = SqlProfile()
+        self._runner = dbtRunner(callbacks=[self.profile])
+        self._project = project
+        self._env = {"CDC_LANDING_ROOT": str(landing), "CDC_SCHEMA": schema}
+        self._logs = logs
+        self._target = target
+
+    def _common(self) -> list[str]:
+        return [
+            "--quiet",
+            "--target",
+            self._target,
+            "--project-dir",
+            str(self._project.project_dir),
+            "--profiles-dir",
+            str(self._project.profiles_dir),
+            "--log-path",
+            str(self._logs),
+        ]
+
+    def __call__(self, *args: str) -> list[Statement]:
+        first = len(self.profile.statements)
+        with environment(**self._env):
+            result = self._runner.invoke([*args, *self._common()])
+        self.profile.close(time.perf_counter())
+        if not result.success:
+            raise BenchError(f"dbt {' '.join(args)} failed: {result.exception or 'see ' + str(self._logs / 'dbt.log')}")
+        return self.profile.statements[first:]
+
+    def pipeline(self) -> tuple[list[Statement], dict[str, float]]:
+        """`make run`'s equivalent in this process: python_hooks.pipeline.run_pipeline (dbt parse,
+        the state tables, the schema-evolution hook, `dbt build`) on this project. Returns the
+        statements dbt sent and the seconds of each step: `parse`, `run-operation
+        cdc_create_meta_tables` (what opens the session in a new process), `hooks` (the
+        schema-evolution hook, between the dbt commands) and `build`."""
+        from python_hooks.pipeline import run_pipeline
+
+        timed = _TimedRunner(self._runner)
+        first = len(self.profile.statements)
+        start = time.perf_counter()
+        with environment(**self._env):
+            ok = run_pipeline((), runner=timed, common_args=self._common())
+        seconds = time.perf_counter() - start
+        self.profile.close(time.perf_counter())
+        if not ok:
+            raise BenchError(f"the pipeline (make run) failed on {self._project.project_dir}: see {self._logs}")
+        steps = {name: round(s, 3) for name, s in timed.commands}
+        steps["hooks"] = round(seconds - sum(s for _, s in timed.commands), 3)
+        return self.profile.statements[first:], steps
+
+
+def landed_path(path: Path, folder: Path, layout: str = "flat") -> Path:
+    """Where a raw file lands: in the table's folder, or (`dated`, DMS's DatePartitionEnabled with
+    the default `yyyy/mm/dd` sequence) in the folder of the date it was written, which a DMS file
+    name (LOAD files aside) starts with."""
+    if layout == "flat" or path.name.startswith("LOAD"):
+        return folder / path.name
+    written = dt.datetime.strptime(path.name[:8], "%Y%m%d")
+    return folder / f"{written:%Y}" / f"{written:%m}" / f"{written:%d}" / path.name
+
+
+def land(files: list[Path], folder: Path, layout: str = "flat") -> list[Path]:
+    """Move generated files into the landing folder, as the producer's upload would."""
+    folder.mkdir(parents=True, exist_ok=True)
+    landed = []
+    for path in files:
+        target = landed_path(path, folder, layout)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+        landed.append(target)
+    return landed
+
+
+def table_layout(sql: Sql, relation: str) -> dict:
+    """Files behind the table's current snapshot: data files and delete files, with sizes."""
+    layout = {}
+    for content, files, records, size in sql.query(
+        f"select content, count(*) as files, sum(record_count) as records, sum(file_size_in_bytes) as bytes "
+        f"from {relation}.files group by content"
+    ):
+        kind = {0: "data", 1: "position_deletes", 2: "equality_deletes"}.get(content, str(content))
+        layout[kind] = {"files": files, "records": records, "mb": round(size / 2**20, 1)}
+    return layout
+
+
+def check(sql: Sql, relation: str, data: TableData, through_batch: int, label: str) -> dict:
+    """The table against the generator's replay (row count and checksums)."""
+    actual = table_checksum(sql, relation)
+    expected = expected_state(data, through_batch)
+    result = {
+        "label": label,
+        "relation": relation,
+        "expected": expected.as_dict(),
+        "actual": actual.as_dict(),
+        "equal": actual == expected,
+    }
+    if actual != expected:
+        log.error("%s: table %s differs from the replay: expected %s, actual %s", label, relation, expected, actual)
+    return result
