@@ -145,11 +145,18 @@ def _refusal_message(refusal: Refusal, table: CdcTable) -> str:
     return f"{refusal.message()} [model {table.model}, source {table.source}]"
 
 
-def evolve(warehouse: Warehouse, manifest, state_dir: Path, run_id: str | None = None) -> EvolutionResult:
+def evolve(
+    warehouse: Warehouse, manifest, state_dir: Path, run_id: str | None = None, skip: Iterable[str] = ()
+) -> EvolutionResult:
+    """`skip`: models with nothing new to apply (pipeline.idle_models): every raw file of theirs is
+    applied, so their tables already hold every column of those files; they are not looked at."""
     result = EvolutionResult(run_id=run_id or str(uuid.uuid4()))
     cache = FooterCache(Path(state_dir) / "footer_cache.json")
     group_rows: dict[str, list[tuple[int, list[str], str]]] = {}
+    skipped = set(skip)
     for table in cdc_tables(manifest):
+        if table.model in skipped:
+            continue
         try:
             _evolve_table(warehouse, table, cache, result, group_rows)
         except FooterReadError as error:

@@ -2,7 +2,8 @@
 
 1. `dbt parse`: the manifest tells which tables are CDC tables and where their raw files are;
 2. the pipeline state tables are created (on `local`, this opens the process's Spark session);
-3. the schema-evolution hook evolves every current-state Iceberg table it can, through the dbt
+3. the tables with nothing new are found (`idle_models`); the schema-evolution hook evolves every
+   other current-state Iceberg table it can, through the dbt
    adapter of the same target (python_hooks/warehouse.py), so this works on every target;
 4. `dbt build` (models, snapshots, tests in DAG order), without the tables the hook refused and
    without the current-state models that have nothing to apply (`idle_models`: every raw file of
@@ -74,9 +75,9 @@ def run_hooks(runner, common_args: Sequence[str] = ()) -> tuple[bool, list[str],
         log.info(
             "target %s, schema %s, landing %s", warehouse.target, warehouse.schema, os.environ.get("CDC_LANDING_ROOT")
         )
-        result = evolve(warehouse, parsed.result, state_dir())
         tables = cdc_tables(parsed.result)
-        idle = idle_models(warehouse, tables) - result.blocked_models
+        idle = idle_models(warehouse, tables)
+        result = evolve(warehouse, parsed.result, state_dir(), skip=idle)
     for change in result.applied:
         log.info(
             "schema evolution: %s.%s %s %s -> %s",
