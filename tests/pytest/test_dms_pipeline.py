@@ -40,6 +40,12 @@ def assert_matches_replay(spark, schema: str, landing: Path, label: str) -> None
         assert_same_table(actual_state(spark, schema, table), expected_state(landing, table), f"{label} {table}")
 
 
+def ledger_files(spark, schema: str, model: str) -> set[str]:
+    """The raw file names the ledger lists as applied by `model`."""
+    ledger = f"{schema}_cdc_meta.cdc_file_ledger"
+    return {r[0] for r in spark.sql(f"select file_name from {ledger} where model_name = '{model}'").collect()}
+
+
 def all_actual(spark, schema: str) -> dict:
     return {t: actual_state(spark, schema, t) for t in dms.TABLES}
 
@@ -156,12 +162,7 @@ def test_full_refresh_rebuilds_the_same_state(lake, dbt, spark):
     schema, landing = lake["schema"], lake["landing"]
     assert dbt("run", "--full-refresh", *SELECT, landing=landing, schema=schema).success
     assert_matches_replay(spark, schema, landing, "full refresh")
-    files = {
-        r[0]
-        for r in spark.sql(
-            f"select file_name from {schema}_cdc_meta.cdc_file_ledger where model_name = 'crm__customer_master'"
-        ).collect()
-    }
+    files = ledger_files(spark, schema, "crm__customer_master")
     assert files == {p.name for p in (landing / "dms" / "crm" / "customer_master").glob("*.parquet")}
     # the next run after a rebuild reads nothing again
     before = snapshot_ids(spark, current(schema, "customer_master"))
@@ -181,12 +182,7 @@ def test_date_partitioned_folders_equal_replay_stage_by_stage(dbt, spark, schema
                 path.replace(day / path.name)
         assert dbt("run", *SELECT, landing=landing, schema=schema).success, f"stage {stage}"
         assert_matches_replay(spark, schema, landing, f"dated stage {stage}")
-    files = {
-        r[0]
-        for r in spark.sql(
-            f"select file_name from {schema}_cdc_meta.cdc_file_ledger where model_name = 'crm__customer_master'"
-        ).collect()
-    }
+    files = ledger_files(spark, schema, "crm__customer_master")
     assert files == {p.name for p in (landing / "dms" / "crm" / "customer_master").rglob("*.parquet")}
     assert any(p.parent.name != "customer_master" for p in (landing / "dms" / "crm").rglob("*.parquet"))
 
