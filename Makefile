@@ -1,6 +1,7 @@
 # CDC lakehouse: dbt on an embedded Spark session with Apache Iceberg.
 #   make demo   sample raw data, stage by stage, through the whole pipeline (the main job)
 #   make run    the pipeline once over whatever is in $CDC_LANDING_ROOT (what a scheduler calls)
+#   make maintain  table maintenance: compaction, manifests, snapshot expiry, orphan files
 #   make test   every test
 #   make cluster-up / cluster-down / cluster-status   the shared target on this machine (CDC_TARGET=cluster)
 SHELL := /bin/bash
@@ -14,7 +15,7 @@ BIN := $(VENV)/bin
 # their defaults, made absolute, from python_hooks/env.py, which every Python of the venv applies.
 export DBT_PROFILES_DIR := $(CURDIR)/profiles
 
-.PHONY: help install check-java system-packages cluster-packages demo run test bench lint docs docs-serve clean \
+.PHONY: help install check-java system-packages cluster-packages demo run maintain test bench lint docs docs-serve clean \
 	cluster-up cluster-down cluster-status
 
 SQL_PATHS := $(wildcard models snapshots tests analyses)
@@ -23,6 +24,7 @@ DOCS_PORT ?= 8080
 help:
 	@echo "make demo    write sample DMS/Debezium change files stage by stage and run the pipeline after each"
 	@echo "make run     run the pipeline once on \$$CDC_LANDING_ROOT (default data/landing)"
+	@echo "make maintain  compact, rewrite manifests, expire snapshots (+cdc_retention), remove orphan files"
 	@echo "make test    run every test (pytest with real Spark + Iceberg, dbt data tests)"
 	@echo "make lint    sqlfluff, ruff and the pre-commit checks"
 	@echo "make docs    build the dbt docs site (target/index.html and target/static_index.html)"
@@ -87,6 +89,10 @@ demo: install check-java
 
 run: install check-java
 	$(BIN)/python -m python_hooks run
+
+# Table maintenance (python_hooks/maintain.py, README "Maintenance"); CDC_TARGET=cluster beside the scheduler.
+maintain: install check-java
+	$(BIN)/python -m python_hooks maintain
 
 test: install check-java cluster-packages
 	$(BIN)/python -m pytest tests/pytest

@@ -5,5 +5,6 @@ embedded_lock  one process at a time on the embedded warehouse, refused in one l
 warehouse      the one seam to the warehouse: SQL through the dbt adapter of the target
 footers, schema_plan, evolve   schema evolution of the current-state tables from raw Parquet footers
 pipeline       `make run`: the hooks, then `dbt build`
+maintain       `make maintain`: compaction, manifest rewrite, snapshot expiry, orphan-file removal
 cluster        `make cluster-up|down|status`: the shared target on this machine
 """

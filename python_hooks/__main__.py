@@ -4,6 +4,7 @@ env             print the environment dbt runs with (target, paths, Iceberg jar,
 write-pth       install the venv start-up hook that applies those defaults
 evolve          the schema-evolution hook alone: evolve the current-state Iceberg tables
 run             the pipeline once: the pre-dbt hooks, then `dbt build` (extra arguments go to dbt)
+maintain        table maintenance: compaction, manifests, snapshot expiry, orphan files
 cluster up      start the shared target on this machine: PostgreSQL metastore, Spark, Thrift Server
 cluster down    stop what `cluster up` started
 cluster status  what runs, on which ports, and the locks held in the metastore
@@ -61,6 +62,27 @@ def run(ctx: click.Context) -> None:
     from python_hooks.pipeline import run_pipeline
 
     sys.exit(0 if run_pipeline(ctx.args) else 1)
+
+
+@main.command("maintain")
+@click.option("--target", "-t", default=None, help="dbt target: local or cluster (default: $CDC_TARGET, else local).")
+@click.option(
+    "--orphan-interval-hours",
+    type=click.FloatRange(min=24),
+    default=72.0,
+    show_default=True,
+    help="Remove only orphan files older than this: longer than any run writing beside maintenance.",
+)
+def maintain_command(target: str | None, orphan_interval_hours: float) -> None:
+    """Maintain every Iceberg table of the project: compaction of the current-state tables, manifest
+    rewrite, snapshot expiry by each model's `cdc_retention`, orphan-file removal
+    (python_hooks/maintain.py). One line per table, a summary, details in logs/maintain.log."""
+    import datetime as dt
+
+    from python_hooks.maintain import run_maintenance
+
+    dbt_args = ["--target", target] if target else []
+    sys.exit(0 if run_maintenance(dbt_args, dt.timedelta(hours=orphan_interval_hours)) else 1)
 
 
 @main.group(help="The shared target on this machine (python_hooks/cluster.py).")

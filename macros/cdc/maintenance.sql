@@ -18,8 +18,9 @@
     live row (`rewrite_position_delete_files`). Each is its own Iceberg commit of the same rows:
     a failure leaves the table correct, only not compacted. The pipeline's own tables get one
     small file per batch each (a model's tombstones and ledger rows), which every batch reads: once
-    a model has `meta_files` of them, they are bin-packed into one. Snapshots are not expired here:
-    how much time travel to keep is the table owner's choice (`expire_snapshots`). -#}
+    a model has `meta_files` of them, they are bin-packed into one. Snapshots are not expired here,
+    after a batch: `make maintain` (python_hooks/maintain.py) does that, with manifest rewrite and
+    orphan-file removal, by each model's `cdc_retention`, and runs `cdc_compact_current_state`. -#}
 
 {% macro cdc_compaction_settings() -%}
     {%- set defaults = {'enabled': true, 'deleted_rows_fraction': 0.10, 'delete_files': 100, 'meta_files': 50} -%}
