@@ -6,5 +6,6 @@ warehouse      the one seam to the warehouse: SQL through the dbt adapter of the
 footers, schema_plan, evolve   schema evolution of the current-state tables from raw Parquet footers
 pipeline       `make run`: the hooks, then `dbt build`
 maintain       `make maintain`: compaction, manifest rewrite, snapshot expiry, orphan-file removal
+erase          right to be forgotten: a data subject erased from tables, raw files and older snapshots
 cluster        `make cluster-up|down|status`: the shared target on this machine
 """

@@ -4,6 +4,7 @@ env             print the environment dbt runs with (target, paths, Iceberg jar,
 write-pth       install the venv start-up hook that applies those defaults
 evolve          the schema-evolution hook alone: evolve the current-state Iceberg tables
 run             the pipeline once: the pre-dbt hooks, then `dbt build` (extra arguments go to dbt)
+erase           right to be forgotten: erase a data subject's keys from every table, raw file and snapshot
 maintain        table maintenance: compaction, manifests, snapshot expiry, orphan files
 cluster up      start the shared target on this machine: PostgreSQL metastore, Spark, Thrift Server
 cluster down    stop what `cluster up` started
@@ -62,6 +63,39 @@ def run(ctx: click.Context) -> None:
     from python_hooks.pipeline import run_pipeline
 
     sys.exit(0 if run_pipeline(ctx.args) else 1)
+
+
+@main.command(
+    help="Erase data subjects everywhere: tables, raw landing files, older snapshots (README: Personal data)."
+)
+@click.option("--subject", required=True, help="The subject, as declared in meta.cdc_subjects (e.g. customer).")
+@click.option("--key", "keys", multiple=True, required=True, help="A key of the subject to erase; repeat for more.")
+@click.option("--reason", required=True, help="Why (e.g. the request's reference): kept in erasure_log.")
+@click.option("--target", "-t", default=None, help="The dbt target (default: the profile's, CDC_TARGET).")
+def erase(subject: str, keys: tuple[str, ...], reason: str, target: str | None) -> None:
+    from dbt.cli.main import dbtRunner
+
+    from python_hooks import erase as erasure
+    from python_hooks.warehouse import Warehouse
+
+    common = ["--target", target] if target else []
+    runner = dbtRunner()
+    logger = logging.getLogger("python_hooks.erase")
+    try:
+        secret = erasure.secret_from_env()
+        parsed = runner.invoke(["parse", "--quiet", *common])
+        if (
+            not parsed.success
+            or not runner.invoke(["run-operation", "cdc_create_meta_tables", "--quiet", *common]).success
+        ):
+            raise erasure.ErasureError("dbt could not parse the project or reach the warehouse: see the errors above")
+        with Warehouse.open(common) as warehouse:
+            report = erasure.erase(warehouse, parsed.result, subject, keys, reason, secret)
+    except erasure.ErasureError as error:
+        logger.error("erase refused: %s", error)
+        sys.exit(1)
+    for line in erasure.summary(report):
+        click.echo(line)
 
 
 @main.command("maintain")

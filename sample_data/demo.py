@@ -20,12 +20,16 @@ import sys
 from pathlib import Path
 
 from python_hooks import env
+from python_hooks import erase as erasure
 from python_hooks.pipeline import run_pipeline
 from python_hooks.schema_plan import quote_ident
 from python_hooks.warehouse import Warehouse
 from sample_data import debezium, dms, evolution
 
 log = logging.getLogger("demo")
+
+DEMO_ERASURE_SECRET = "demo-only-erasure-secret-0000"  # a demo's, never a deployment's
+DEMO_ERASED_CUSTOMER = "5"
 
 CURRENT_STATE = {
     "crm__customer_master": "DMS (PostgreSQL crm)",
@@ -97,6 +101,10 @@ def main() -> int:
     warehouse = Path(os.environ["CDC_WAREHOUSE"])
     schema = os.environ.get("CDC_SCHEMA", "lakehouse")
     target = os.environ.get("CDC_TARGET") or "local"
+    if not os.environ.get(erasure.SECRET_ENV):
+        # Before the Spark session starts: Spark reads the secret from its JVM's environment.
+        os.environ[erasure.SECRET_ENV] = DEMO_ERASURE_SECRET
+        log.info("%s is not set: the demo's erasure uses a demo-only secret", erasure.SECRET_ENV)
     _reset(landing, warehouse, target)
     log.info("make demo on target %s (warehouse %s, landing %s)", target, warehouse, landing)
     if target != "local":
@@ -132,6 +140,35 @@ def main() -> int:
 
     with Warehouse.open() as warehouse_sql:
         _report(warehouse_sql, schema, summaries)
+    return _erase_one(runner, schema)
+
+
+def _erase_one(runner, schema: str) -> int:
+    """The demo's last step: a customer asks to be forgotten (README "Personal data")."""
+    log.info(
+        "\n=== erasure: customer %s asks to be forgotten (python -m python_hooks erase --subject customer --key %s)",
+        DEMO_ERASED_CUSTOMER,
+        DEMO_ERASED_CUSTOMER,
+    )
+    parsed = runner.invoke(["parse", "--quiet"])
+    try:
+        with Warehouse.open() as warehouse_sql:
+            report = erasure.erase(
+                warehouse_sql, parsed.result, "customer", [DEMO_ERASED_CUSTOMER], "make demo: an erasure request"
+            )
+            left = warehouse_sql.query(
+                f"select count(*) from {schema}_marts.dim_customer where customer_id = {DEMO_ERASED_CUSTOMER}"
+            )[0][0]
+    except erasure.ErasureError as error:
+        if os.environ.get("CDC_TARGET", "local") != "local":
+            # The cluster's Thrift Server reads the secret from the environment `make cluster-up` had.
+            log.warning("erasure skipped: %s", error)
+            return 0
+        log.error("erasure refused: %s", error)
+        return 1
+    for line in erasure.summary(report):
+        log.info(line)
+    log.info("dim_customer versions of customer %s left: %d", DEMO_ERASED_CUSTOMER, left)
     return 0
 
 

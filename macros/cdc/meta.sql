@@ -5,7 +5,10 @@
       a deleted row back (the current-state tables hard-delete);
     - schema_evolution_log: every column the Python hooks added or promoted;
     - cdc_raw_file_groups: raw files Spark must read apart because they disagree on a column's
-      type (written by the hooks, read by staging).
+      type (written by the hooks, read by staging);
+    - erasure_register: the keyed hash of every erased data subject key, which staging consults
+      (macros/cdc/erasure.sql), and erasure_log: what each erasure or rectification did; no personal
+      data in either (python_hooks/erase.py).
     Created by `on-run-start`; safe to run any number of times. -#}
 
 {% macro cdc_meta_schema() -%}
@@ -62,6 +65,31 @@
                 group_id int,
                 file_names array<string>,
                 column_types string
+            ) using iceberg
+            tblproperties (\'format-version\' = \'2\')'
+        ) -%}
+        {%- do cdc_execute(
+            'create table if not exists ' ~ cdc_meta_relation('erasure_register') ~ ' (
+                subject string,
+                key_hash string,
+                erased_at timestamp
+            ) using iceberg
+            tblproperties (\'format-version\' = \'2\')'
+        ) -%}
+        {%- do cdc_execute(
+            'create table if not exists ' ~ cdc_meta_relation('erasure_log') ~ ' (
+                run_id string,
+                action string,
+                subject string,
+                key_hashes array<string>,
+                reason string,
+                started_at timestamp,
+                finished_at timestamp,
+                tables_touched array<string>,
+                rows_changed map<string, bigint>,
+                raw_files_rewritten array<string>,
+                snapshots_expired bigint,
+                files_removed bigint
             ) using iceberg
             tblproperties (\'format-version\' = \'2\')'
         ) -%}

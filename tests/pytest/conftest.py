@@ -21,6 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # PySpark turns timestamps into naive datetimes in the process's local zone: make it UTC.
 os.environ["TZ"] = "UTC"
 time.tzset()
+# The erasure register's keyed hash (python_hooks/erase.py): Spark reads it from the JVM's environment,
+# fixed when the JVM starts, so it is set before the session is.
+os.environ.setdefault("CDC_ERASURE_SECRET", "pytest-erasure-secret-0123456789")
 
 
 @pytest.fixture(scope="session")

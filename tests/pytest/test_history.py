@@ -3,17 +3,21 @@
 The DMS and Debezium sample stages land one by one, with a `dbt build` of these models (and of
 everything they read, with the SCD2 data tests) after each; after every stage each SCD2 table is
 compared whole with the pure-Python replay in replay_history.py. One lake for the module: the
-later tests (rerun, full refresh, rebuilt snapshot) continue from the last stage."""
+later tests (rerun, full refresh, erasure, rebuilt snapshot) continue from the last stage."""
 
 from __future__ import annotations
 
 import copy
+import io
+import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import PROJECT, assert_same_table, snapshot_ids, table_rows
 from replay_debezium import replay_topic
+from replay_dms import replay as dms_replay
 from replay_history import (
     CUSTOMER_ATTRIBUTES,
     OPEN_END,
@@ -286,6 +290,242 @@ def test_every_column_is_documented(spark, lake):
     for model in MODELS:
         columns = {f.name for f in spark.table(relation(lake["schema"], model)).schema.fields}
         assert columns <= documented.get(model, set()), f"{model}: undocumented {sorted(columns - documented[model])}"
+
+
+# ---------------------------------------------------------------- erasure (right to be forgotten)
+# On the same lake, after the tests above: the whole lakehouse as the sample builds it.
+
+ERASED = ["5", "7", "27"]  # several changes; deleted in the CRM (a tombstone); left the sales system
+# table (schema suffix, name) -> its subject column (as declared in the yml meta)
+HOLDERS = {
+    ("current", "crm__customer_master"): "customer_id",
+    ("current", "crm__customer_address"): "customer_id",
+    ("current", "salesdb__customer"): "id",
+    ("current", "salesdb__sales_order"): "customer_id",
+    ("intermediate", "int_customer__joined"): "customer_id",
+    ("snapshots", "customer_snapshot"): "customer_id",
+    ("history", "sales_order_change_log"): "customer_id",
+    ("history", "sales_order_status_history"): "customer_id",
+    ("marts", "fct_sales_order"): "customer_id",
+}
+
+
+def erased_values() -> set[str]:
+    """Personal values only an erased customer has (e-mail addresses, sales-system names)."""
+    values = set()
+    for i in map(int, ERASED):
+        for version in range(6):
+            customer = dms._customer(i, version)
+            values.add(customer["email_id"])
+        values.add(f"Customer Name {i}")
+    return values
+
+
+def lake_tables(spark, schema: str) -> list[str]:
+    tables = []
+    for (database,) in spark.sql("show databases").collect():
+        if database == schema or database.startswith(f"{schema}_"):
+            for row in spark.sql(f"show tables in {database}").collect():
+                if not row["isTemporary"]:
+                    tables.append(f"{database}.{row['tableName']}")
+    return tables
+
+
+def is_iceberg(spark, table: str) -> bool:
+    rows = {r[0]: r[1] for r in spark.sql(f"describe table extended {table}").collect()}
+    return rows.get("Provider") == "iceberg"
+
+
+def all_rows(spark, table: str) -> Counter:
+    frame = spark.table(table)
+    columns = [c for c in frame.columns if c != "_cdc_applied_at"]
+    return Counter(tuple(row) for row in frame.select(*[f"`{c}`" for c in columns]).collect())
+
+
+def without_erased(rows: Counter, columns: list[str], column: str | None) -> Counter:
+    if column is None:
+        return rows
+    position = columns.index(column)
+    return Counter({row: n for row, n in rows.items() if str(row[position]) not in ERASED})
+
+
+def erase(dbt, landing: Path, schema: str):
+    from python_hooks import erase as erasure
+    from python_hooks.warehouse import Warehouse
+
+    parsed = dbt("parse", landing=landing, schema=schema)
+    assert parsed.success
+    with Warehouse.open(["--project-dir", str(PROJECT)]) as warehouse:
+        return erasure.erase(warehouse, parsed.result, "customer", ERASED, "pytest: erasure request 1")
+
+
+@pytest.fixture(scope="module")
+def erased(lake, dbt, spark):
+    """The lake before (every table's rows, the replays of the raw files) and after erasing ERASED."""
+    schema, landing = lake["schema"], lake["landing"]
+    tables = [t for t in lake_tables(spark, schema) if is_iceberg(spark, t)]
+    before = {t: all_rows(spark, t) for t in tables}
+    columns = {t: [c for c in spark.table(t).columns if c != "_cdc_applied_at"] for t in tables}
+    replays = {
+        "crm__customer_master": dms_replay(landing / "dms" / "crm" / "customer_master", ["customer_id"]),
+        "crm__customer_address": dms_replay(landing / "dms" / "crm" / "customer_address", ["customer_id"]),
+        "salesdb__customer": replay_topic(debezium.topic_dir(landing, debezium.CUSTOMER), "flat", ["id"]),
+    }
+    originals = {path: path.read_bytes() for path in landing.rglob("*.parquet") if not path.name.startswith((".", "_"))}
+    report = erase(dbt, landing, schema)
+    return {
+        "tables": tables,
+        "before": before,
+        "columns": columns,
+        "replays": replays,
+        "originals": originals,
+        "report": report,
+    }
+
+
+def holder_column(schema: str, table: str) -> str | None:
+    for (suffix, name), column in HOLDERS.items():
+        if table == f"{schema}_{suffix}.{name}":
+            return column
+    return None
+
+
+def test_erasure_removes_the_subjects_rows_and_nothing_else(lake, erased, spark):
+    schema = lake["schema"]
+    report = erased["report"]
+    assert report.rows["crm__customer_master"] > 0 and report.rows["salesdb__sales_order"] > 0
+    for table in erased["tables"]:
+        column = holder_column(schema, table)
+        expected = without_erased(erased["before"][table], erased["columns"][table], column)
+        if table.endswith("_cdc_meta.cdc_tombstones"):
+            expected = Counter(
+                {
+                    row: n
+                    for row, n in erased["before"][table].items()
+                    if not (
+                        row[0] in ("crm__customer_master", "crm__customer_address", "salesdb__customer")
+                        and str(next(iter(json.loads(row[1]).values()))) in ERASED
+                    )
+                }
+            )
+        if table.endswith(("erasure_log", "erasure_register")):
+            continue
+        assert all_rows(spark, table) == expected, f"{table}: rows other than the erased subject's changed"
+    # against the replays: the current state, the SCD2 dimension, the order history and the fact
+    for model, replay in erased["replays"].items():
+        key = "id" if model == "salesdb__customer" else "customer_id"
+        columns = [c for c in next(iter(replay.values())) if c != "_cdc_op"]
+        expected = {k: {c: row[c] for c in columns} for k, row in replay.items() if str(k[0]) not in ERASED}
+        actual = table_rows(spark, f"{schema}_current.{model}", [key], columns)
+        assert_same_table(actual, expected, f"{model} after the erasure")
+    final = lake["stages"][dms.STAGES]
+    sks = expected_customer_sk(spark, final["expected_dim"])
+    dim = {k: {**row, "customer_sk": sks[k]} for k, row in final["expected_dim"].items() if str(k[0]) not in ERASED}
+    assert_same_table(actual_dim(spark, schema), dim, "dim_customer after the erasure")
+    history = {k: row for k, row in final["expected_history"].items() if str(row["customer_id"]) not in ERASED}
+    assert_same_table(actual_history(spark, schema), history, "sales_order_status_history after the erasure")
+    kept_dim = {k: row for k, row in final["expected_dim"].items() if str(k[0]) not in ERASED}
+    assert_same_table(actual_fct(spark, schema), expected_fct(kept_dim, sks, history), "fct_sales_order")
+
+
+def test_no_retained_snapshot_returns_an_erased_row(lake, erased, spark):
+    schema = lake["schema"]
+    keys = ", ".join(ERASED)
+    for table in erased["tables"]:
+        column = holder_column(schema, table)
+        if column is None:
+            continue
+        for snapshot in snapshot_ids(spark, table):
+            found = spark.sql(f"select count(*) from {table} version as of {snapshot} where {column} in ({keys})")
+            assert found.collect()[0][0] == 0, f"{table} snapshot {snapshot} still returns an erased row"
+
+
+def test_no_parquet_file_holds_an_erased_key_or_value(lake, erased, warehouse):
+    """Every row of every Parquet file of the lake's tables and of its landing root is read."""
+    import pyarrow.parquet as pq
+
+    schema, landing = lake["schema"], lake["landing"]
+    values = erased_values() | {f'{{"{c}":{k}}}' for k in ERASED for c in ("customer_id", "id")}  # tombstone keys
+    files = list(warehouse.glob(f"{schema}_*.db/**/*.parquet")) + list(landing.rglob("*.parquet"))
+    assert len(files) > 20
+    for path in files:
+        # the subject's key columns: customer_id everywhere, id in the sales system's customer table
+        keys = {"customer_id"} | (
+            {"id"} if "salesdb.customer" in str(path) or "salesdb__customer" in str(path) else set()
+        )
+        # ParquetFile: the file alone (read_table would add the partition folder's column, model_name=...)
+        for record in pq.ParquetFile(path).read().to_pylist():
+            for name, value in record.items():
+                assert not (isinstance(value, str) and value in values), f"{path}: {name} holds an erased value"
+                assert not (name.lower() in keys and str(value) in ERASED), f"{path}: {name} holds an erased key"
+
+
+def test_the_erasure_is_logged_without_personal_data(lake, erased, spark):
+    schema = lake["schema"]
+    report = erased["report"]
+    rows = spark.sql(f"select * from {schema}_cdc_meta.erasure_log where run_id = '{report.run_id}'").collect()
+    assert len(rows) == 1
+    row = rows[0].asDict()
+    assert row["subject"] == "customer" and row["reason"] == "pytest: erasure request 1"
+    assert sorted(row["key_hashes"]) == sorted(report.key_hashes) and len(row["key_hashes"]) == len(ERASED)
+    assert f"{schema}_current.salesdb__customer".replace(".", "`.`") in "`" + "`, `".join(
+        row["tables_touched"]
+    ) + "`" or any("salesdb__customer" in t for t in row["tables_touched"])
+    assert row["rows_changed"]["crm__customer_master"] == report.rows["crm__customer_master"] > 0
+    assert row["raw_files_rewritten"] and row["snapshots_expired"] > 0
+    text = json.dumps(row, default=str)
+    assert not any(k in text.replace(report.run_id, "") for k in (f'"{k}"' for k in ERASED))
+    assert not any(value in text for value in erased_values())
+
+
+def test_erased_subjects_stay_gone(lake, erased, dbt, spark):
+    """A full refresh of every model, a late CDC file of an erased customer, a re-delivered old file."""
+    schema, landing = lake["schema"], lake["landing"]
+    result = dbt("build", "--full-refresh", *SELECT, landing=landing, schema=schema)
+    assert result.success, "\n".join(failures(result))
+    # a late DMS update and a Debezium update of an erased customer, and a new order of theirs
+    master = landing / "dms" / "crm" / "customer_master"
+    template = pq_table(sorted(p for p in master.rglob("2*.parquet"))[-1])
+    late = template.slice(0, 1).to_pylist()[0]
+    late.update({"Op": "U", "customer_id": int(ERASED[0]), "email_id": "late@example.com"})
+    write_like(template, [late], master / "20261130-120000000.parquet")
+    customers = debezium.topic_dir(landing, debezium.CUSTOMER)
+    newest = max(customers.rglob("*.parquet"), key=lambda p: int(p.name.split("+")[-1].split(".")[0]))
+    template = pq_table(newest)
+    late = {**template.slice(0, 1).to_pylist()[0], "id": int(ERASED[1]), "name": "Late Name", "__op": "u"}
+    partition = newest.parent
+    write_like(template, [late], partition / newest.name.replace(newest.name.split("+")[-1].split(".")[0], "900000"))
+    # a re-delivered original (pre-erasure) file of the CRM under a new name
+    original = next(
+        p
+        for p in sorted(erased["originals"])
+        if p.parent == master
+        and int(ERASED[0]) in pq_table(io.BytesIO(erased["originals"][p])).column("customer_id").to_pylist()
+    )
+    (master / "20261130-130000000.parquet").write_bytes(erased["originals"][original])
+    result = dbt("build", *SELECT, landing=landing, schema=schema)
+    assert result.success, "\n".join(failures(result))
+    keys = ", ".join(ERASED)
+    for table in erased["tables"]:
+        column = holder_column(schema, table)
+        if column:
+            assert spark.sql(f"select count(*) from {table} where {column} in ({keys})").collect()[0][0] == 0, table
+    final = lake["stages"][dms.STAGES]
+    history = {k: row for k, row in final["expected_history"].items() if str(row["customer_id"]) not in ERASED}
+    assert_same_table(actual_history(spark, schema), history, "sales_order_status_history after the late files")
+
+
+def pq_table(path):
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path)
+
+
+def write_like(template, rows: list[dict], path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(rows, schema=template.schema), path)
 
 
 def test_rebuilt_snapshot_keeps_the_current_customer_sk(lake, dbt, spark):

@@ -1,0 +1,77 @@
+"""Raw landing files rewritten without a subject's rows (python_hooks/erase.py), without Spark."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from python_hooks import erase
+
+TS = pa.timestamp("us", tz="UTC")
+
+
+def _dms(path, rows):
+    schema = pa.schema(
+        [("Op", pa.string()), ("last_update_time", TS), ("CUSTOMER_ID", pa.int64()), ("email", pa.string())]
+    )
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path, compression="snappy")
+
+
+def test_dms_file_loses_only_the_subjects_rows_and_keeps_name_schema_and_order(tmp_path):
+    at = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+    rows = [
+        {"Op": "I", "last_update_time": at, "CUSTOMER_ID": 1, "email": "a@x"},
+        {"Op": "U", "last_update_time": at, "CUSTOMER_ID": 42, "email": "secret@x"},
+        {"Op": "U", "last_update_time": at, "CUSTOMER_ID": 2, "email": "b@x"},
+        {"Op": "D", "last_update_time": at, "CUSTOMER_ID": 42, "email": None},
+        {"Op": "I", "last_update_time": at, "CUSTOMER_ID": None, "email": "c@x"},
+    ]
+    path = tmp_path / "20261101-080000000.parquet"
+    _dms(path, rows)
+    schema = pq.read_schema(path)
+    assert erase.scrub_raw_file(path, "customer_id", ["42"], "dms") == 2
+    kept = pq.read_table(path)
+    assert kept.schema == schema
+    assert kept.to_pylist() == [rows[0], rows[2], rows[4]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # no staged copy left behind
+    assert pq.ParquetFile(path).metadata.row_group(0).column(0).compression == "SNAPPY"
+
+
+def test_file_without_the_subject_is_not_rewritten(tmp_path):
+    path = tmp_path / "LOAD00000001.parquet"
+    _dms(path, [{"Op": None, "last_update_time": None, "CUSTOMER_ID": 1, "email": "a@x"}])
+    before = path.stat().st_mtime_ns
+    assert erase.scrub_raw_file(path, "customer_id", ["42", "7"], "dms") == 0
+    assert path.stat().st_mtime_ns == before
+
+
+def test_debezium_envelope_matches_the_key_in_before_or_after(tmp_path):
+    image = pa.struct([("id", pa.int32()), ("name", pa.string())])
+    schema = pa.schema([("before", image), ("after", image), ("op", pa.string())])
+    rows = [
+        {"before": None, "after": {"id": 42, "name": "Secret"}, "op": "c"},
+        {"before": {"id": 42, "name": "Secret"}, "after": None, "op": "d"},
+        {"before": {"id": 3, "name": "Kept"}, "after": {"id": 3, "name": "Kept 2"}, "op": "u"},
+        {"before": None, "after": None, "op": "t"},
+    ]
+    path = tmp_path / "pg.inventory.customer+0+0000000000.snappy.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+    assert erase.scrub_raw_file(path, "id", ["42"], "debezium_envelope") == 2
+    assert pq.read_table(path).to_pylist() == rows[2:]
+
+
+def test_keyed_hash_needs_the_secret_and_differs_by_subject():
+    secret = "s" * 16
+    assert erase.subject_hash(secret, "customer", "42") != erase.subject_hash("t" * 16, "customer", "42")
+    assert erase.subject_hash(secret, "customer", "42") != erase.subject_hash(secret, "employee", "42")
+    assert len(erase.subject_hash(secret, "customer", "42")) == 64
+
+
+@pytest.mark.parametrize("secret", ["", "short", "has'quote-1234567890", "has}brace-1234567890"])
+def test_unusable_secrets_are_refused(monkeypatch, secret):
+    monkeypatch.setenv(erase.SECRET_ENV, secret)
+    with pytest.raises(erase.ErasureError, match="CDC_ERASURE_SECRET"):
+        erase.secret_from_env()
