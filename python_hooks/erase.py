@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from python_hooks.maintain import TABLE_MATERIALIZATIONS
-from python_hooks.schema_plan import quote_ident
+from python_hooks.schema_plan import quote_ident, sql_string
 from python_hooks.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
@@ -63,10 +63,6 @@ def subject_hash(secret: str, subject: str, key: str) -> str:
 def hash_sql(subject: str, value_sql: str) -> str:
     """The same hash in Spark SQL; the secret stays an environment reference in the text."""
     return f"sha2(concat('${{env:{SECRET_ENV}}}', '|', {sql_string(subject)}, '|', cast({value_sql} as string)), 256)"
-
-
-def sql_string(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def secret_from_env() -> str:

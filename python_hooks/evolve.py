@@ -34,6 +34,7 @@ from python_hooks.schema_plan import (
     business_schema,
     plan_schema_changes,
     quote_ident,
+    sql_string,
 )
 from python_hooks.warehouse import Warehouse
 
@@ -216,7 +217,7 @@ def _spark_types(schema) -> Iterable[tuple[str, str]]:
 def _sql_string(value: str | None) -> str:
     if value is None:
         return "cast(null as string)"
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return sql_string(value)
 
 
 def _write_log(warehouse: Warehouse, result: EvolutionResult) -> None:

@@ -41,7 +41,7 @@ import os
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from python_hooks.schema_plan import quote_ident
+from python_hooks.schema_plan import quote_ident, sql_string
 from python_hooks.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
@@ -222,13 +222,9 @@ def _utc(moment: dt.datetime) -> dt.datetime:
     return moment.replace(tzinfo=dt.timezone.utc) if moment.tzinfo is None else moment.astimezone(dt.timezone.utc)
 
 
-def _sql_string(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def _timestamp(moment: dt.datetime) -> str:
     """A Spark timestamp literal for an instant, with its offset (independent of the session's zone)."""
-    return "timestamp " + _sql_string(_utc(moment).strftime("%Y-%m-%d %H:%M:%S.%f") + "+00:00")
+    return "timestamp " + sql_string(_utc(moment).strftime("%Y-%m-%d %H:%M:%S.%f") + "+00:00")
 
 
 def split_relation(relation: str) -> tuple[str, str]:
@@ -258,7 +254,7 @@ def _names(relation: str) -> tuple[str, str]:
     """(quoted relation for SQL, the procedures' `table` argument as a string literal)."""
     schema, identifier = split_relation(relation)
     quoted = f"{quote_ident(schema)}.{quote_ident(identifier)}"
-    return quoted, _sql_string(quoted)
+    return quoted, sql_string(quoted)
 
 
 def snapshot_ids(warehouse: Warehouse, relation: str) -> list[int]:
@@ -344,7 +340,7 @@ def bound_metadata_files(warehouse: Warehouse, relation: str, versions: int) -> 
     current = {row[0]: row[1] for row in warehouse.query(f"show tblproperties {quoted}")}
     if all(current.get(key) == value for key, value in wanted.items()):
         return False
-    pairs = ", ".join(f"{_sql_string(key)} = {_sql_string(value)}" for key, value in wanted.items())
+    pairs = ", ".join(f"{sql_string(key)} = {sql_string(value)}" for key, value in wanted.items())
     warehouse.execute(f"alter table {quoted} set tblproperties ({pairs})")
     return True
 

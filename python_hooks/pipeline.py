@@ -27,7 +27,7 @@ def idle_models(warehouse: Warehouse, tables) -> set[str]:
     and every raw file its folder lists is in its ledger. One query over the folders' listings (the
     binaryFile tables staging made, macros/cdc/landing.sql) and the ledger; no raw file is read.
     A model whose listing table does not exist yet is not idle."""
-    from python_hooks.schema_plan import quote_ident
+    from python_hooks.schema_plan import quote_ident, sql_string
 
     meta = warehouse.meta_schema
     known = [
@@ -40,11 +40,11 @@ def idle_models(warehouse: Warehouse, tables) -> set[str]:
         probe = f"{quote_ident(meta)}.{quote_ident(table.probe)}"
         warehouse.execute(f"refresh table {probe}")
         parts.append(
-            f"select {_sql_string(table.model)} as model, count(*) as pending"
+            f"select {sql_string(table.model)} as model, count(*) as pending"
             f" from (select regexp_extract(path, '[^/]*$', 0) as file_name from {probe}"
             f" where path like '%.parquet' and not regexp(path, '/[._][^/]*$')) as listing"
             f" left anti join (select file_name from {quote_ident(meta)}.cdc_file_ledger"
-            f" where model_name = {_sql_string(table.identifier)}) as ledger"
+            f" where model_name = {sql_string(table.identifier)}) as ledger"
             f" on listing.file_name = ledger.file_name"
         )
     pending = dict(warehouse.query(" union all ".join(parts)))
@@ -53,10 +53,6 @@ def idle_models(warehouse: Warehouse, tables) -> set[str]:
         if pending.get(table.model, 1) == 0:
             idle.update({table.model, table.staging_model})
     return idle
-
-
-def _sql_string(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def run_hooks(runner, common_args: Sequence[str] = ()) -> tuple[bool, list[str], set[str], set[str]]:

@@ -54,6 +54,11 @@ def quote_ident(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def sql_string(value: str) -> str:
+    """Spark SQL string literal, with backslashes and single quotes escaped: safe for any text."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def is_metadata_column(name: str, timestamp_column: str | None = DEFAULT_TIMESTAMP_COLUMN) -> bool:
     """True for producer metadata (DMS, Debezium) and the pipeline's `_cdc_` columns; case-insensitive.
 
