@@ -39,6 +39,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from python_hooks.evolve import landing_files
 from python_hooks.maintain import TABLE_MATERIALIZATIONS
 from python_hooks.schema_plan import quote_ident, sql_string
 from python_hooks.warehouse import Warehouse
@@ -151,14 +152,6 @@ def holders(manifest, subject: str) -> tuple[list[Holder], list[Holder]]:
 
 
 # ------------------------------------------------------------------ raw landing files
-
-
-def _raw_files(folder: Path) -> list[Path]:
-    return sorted(
-        p
-        for p in folder.rglob("*.parquet")
-        if not any(part.startswith((".", "_")) for part in p.relative_to(folder).parts)
-    )
 
 
 def _subject_mask(table, column: str, keys: Sequence[str], producer: str):
@@ -341,7 +334,7 @@ def erase(
     # 3. raw files
     for holder in raw:
         removed = 0
-        for path in _raw_files(holder.folder) if holder.folder.exists() else []:
+        for path in sorted(landing_files(holder.folder)) if holder.folder.exists() else []:
             rows = scrub_raw_file(path, holder.column, keys, holder.producer)
             if rows:
                 removed += rows

@@ -113,15 +113,20 @@ def cdc_tables(manifest) -> list[CdcTable]:
     return sorted(tables, key=lambda t: t.model)
 
 
+def landing_files(folder: Path) -> list[Path]:
+    """The raw Parquet files of a landing folder: directly in it or in subfolders (DMS's
+    DatePartitionEnabled <yyyy>/<mm>/<dd>/, the S3 sink's partition=<p>/). Hidden files and folders
+    (. or _) are not raw files, as for Spark."""
+    return [
+        p
+        for p in folder.rglob("*.parquet")
+        if not any(part.startswith((".", "_")) for part in p.relative_to(folder).parts)
+    ]
+
+
 def raw_files(table: CdcTable) -> list[Path]:
     """The table's raw Parquet files, oldest first (DMS full load, then CDC files by name, whatever their subfolder)."""
-    # Files directly in the folder or in subfolders: DMS's DatePartitionEnabled (<yyyy>/<mm>/<dd>/),
-    # the S3 sink's partition=<p>/. Hidden files and folders (. or _) are not raw files, as for Spark.
-    files = [
-        p
-        for p in table.folder.rglob("*.parquet")
-        if not any(part.startswith((".", "_")) for part in p.relative_to(table.folder).parts)
-    ]
+    files = landing_files(table.folder)
 
     def age(path: Path) -> tuple:
         if table.producer == "dms":
