@@ -5,6 +5,7 @@ write-pth       install the venv start-up hook that applies those defaults
 evolve          the schema-evolution hook alone: evolve the current-state Iceberg tables
 run             the pipeline once: the pre-dbt hooks, then `dbt build` (extra arguments go to dbt)
 erase           right to be forgotten: erase a data subject's keys from every table, raw file and snapshot
+rectify         right to rectification: correct a data subject's personal columns everywhere they are held
 maintain        table maintenance: compaction, manifests, snapshot expiry, orphan files
 cluster up      start the shared target on this machine: PostgreSQL metastore, Spark, Thrift Server
 cluster down    stop what `cluster up` started
@@ -73,6 +74,31 @@ def run(ctx: click.Context) -> None:
 @click.option("--reason", required=True, help="Why (e.g. the request's reference): kept in erasure_log.")
 @click.option("--target", "-t", default=None, help="The dbt target (default: the profile's, CDC_TARGET).")
 def erase(subject: str, keys: tuple[str, ...], reason: str, target: str | None) -> None:
+    _personal_data("erase", subject, keys, (), reason, target)
+
+
+@main.command(
+    help="Rectify data subjects' personal columns everywhere: tables, history versions, raw landing files, older "
+    "snapshots (README: Personal data)."
+)
+@click.option("--subject", required=True, help="The subject, as declared in meta.cdc_subjects (e.g. customer).")
+@click.option("--key", "keys", multiple=True, required=True, help="A key of the subject; repeat for more.")
+@click.option(
+    "--set",
+    "assignments",
+    multiple=True,
+    required=True,
+    help="column=value: a personal column (meta.cdc_personal_data, as the source names it) and its correct value.",
+)
+@click.option("--reason", required=True, help="Why (e.g. the request's reference): kept in erasure_log.")
+@click.option("--target", "-t", default=None, help="The dbt target (default: the profile's, CDC_TARGET).")
+def rectify(subject: str, keys: tuple[str, ...], assignments: tuple[str, ...], reason: str, target: str | None) -> None:
+    _personal_data("rectify", subject, keys, assignments, reason, target)
+
+
+def _personal_data(
+    action: str, subject: str, keys: tuple[str, ...], assignments: tuple[str, ...], reason: str, target: str | None
+) -> None:
     from dbt.cli.main import dbtRunner
 
     from python_hooks import erase as erasure
@@ -83,6 +109,7 @@ def erase(subject: str, keys: tuple[str, ...], reason: str, target: str | None) 
     logger = logging.getLogger("python_hooks.erase")
     try:
         secret = erasure.secret_from_env()
+        changes = erasure.parse_changes(assignments) if action == "rectify" else {}
         parsed = runner.invoke(["parse", "--quiet", *common])
         if (
             not parsed.success
@@ -90,11 +117,14 @@ def erase(subject: str, keys: tuple[str, ...], reason: str, target: str | None) 
         ):
             raise erasure.ErasureError("dbt could not parse the project or reach the warehouse: see the errors above")
         with Warehouse.open(common) as warehouse:
-            report = erasure.erase(warehouse, parsed.result, subject, keys, reason, secret)
+            if action == "erase":
+                report = erasure.erase(warehouse, parsed.result, subject, keys, reason, secret)
+            else:
+                report = erasure.rectify(warehouse, parsed.result, subject, keys, changes, reason, secret)
     except erasure.ErasureError as error:
-        logger.error("erase refused: %s", error)
+        logger.error("%s refused: %s", action, error)
         sys.exit(1)
-    for line in erasure.summary(report):
+    for line in erasure.summary(report, action):
         click.echo(line)
 
 

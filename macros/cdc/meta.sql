@@ -6,9 +6,10 @@
     - schema_evolution_log: every column the Python hooks added or promoted;
     - cdc_raw_file_groups: raw files Spark must read apart because they disagree on a column's
       type (written by the hooks, read by staging);
-    - erasure_register: the keyed hash of every erased data subject key, which staging consults
-      (macros/cdc/erasure.sql), and erasure_log: what each erasure or rectification did; no personal
-      data in either (python_hooks/erase.py).
+    - erasure_register: the keyed hash of every erased data subject key, and rectification_register:
+      the keyed hash of every rectified old value with its correction, which staging consults
+      (macros/cdc/erasure.sql); erasure_log: what each erasure or rectification did, no personal data
+      (python_hooks/erase.py).
     Created by `on-run-start`; safe to run any number of times. -#}
 
 {% macro cdc_meta_schema() -%}
@@ -73,6 +74,17 @@
                 subject string,
                 key_hash string,
                 erased_at timestamp
+            ) using iceberg
+            tblproperties (\'format-version\' = \'2\')'
+        ) -%}
+        {%- do cdc_execute(
+            'create table if not exists ' ~ cdc_meta_relation('rectification_register') ~ ' (
+                subject string,
+                key_hash string,
+                column_name string,
+                value_hash string,
+                new_value string,
+                rectified_at timestamp
             ) using iceberg
             tblproperties (\'format-version\' = \'2\')'
         ) -%}

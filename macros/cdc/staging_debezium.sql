@@ -43,7 +43,7 @@
         {%- for read in cdc_landing_reads(staging_model, folder, cdc_glob_escape(folder) ~ '/partition=*/*.parquet', file_count, files) -%}
             {%- do parts.append(cdc_cast_columns(stg_debezium_changes_sql(read.relation, shape, node), read.types)) -%}
         {%- endfor -%}
-        {{ cdc_without_erased(parts | join('\nunion all\n'), node) }}
+        {{ cdc_apply_personal_data_registers(parts | join('\nunion all\n'), node) }}
     {%- endif -%}
 {% endmacro %}
 

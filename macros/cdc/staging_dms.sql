@@ -40,7 +40,7 @@
                 read.relation, cdc_landing_columns_of('select * from ' ~ read.relation), ts_column, node) -%}
             {%- do parts.append(cdc_cast_columns(sql, read.types)) -%}
         {%- endfor -%}
-        {{ cdc_without_erased(parts | join('\nunion all\n'), node) }}
+        {{ cdc_apply_personal_data_registers(parts | join('\nunion all\n'), node) }}
     {%- endif -%}
 {% endmacro %}
 

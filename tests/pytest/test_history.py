@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import io
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from replay_history import (
     version_at,
 )
 
+from python_hooks import erase as erasure
 from sample_data import debezium, dms
 
 MODELS = [
@@ -292,6 +294,154 @@ def test_every_column_is_documented(spark, lake):
         assert columns <= documented.get(model, set()), f"{model}: undocumented {sorted(columns - documented[model])}"
 
 
+# ---------------------------------------------------------------- rectification
+# On the same lake, after the tests above; before the erasure below (which also erases a rectified customer).
+
+RECTIFIED = "12"  # an e-mail address in the CRM's full load and a later update; a name in the sales system
+CORRECTION = {"email_id": "rectified.12@example.com", "name": "Rectified Name 12"}
+ERASED_CORRECTION = {"email_id": "rectified.5@example.com"}  # customer 5 is rectified, then erased
+# table (schema suffix, name) -> (subject column, {rectified column: new value}) as declared in the yml meta
+RECTIFIED_COLUMNS = {
+    ("current", "crm__customer_master"): ("customer_id", {"email_id": CORRECTION["email_id"]}),
+    ("current", "salesdb__customer"): ("id", {"name": CORRECTION["name"]}),
+    ("intermediate", "int_customer__joined"): (
+        "customer_id",
+        {"email_id": CORRECTION["email_id"], "sales_customer_name": CORRECTION["name"]},
+    ),
+    ("snapshots", "customer_snapshot"): (
+        "customer_id",
+        {"email_id": CORRECTION["email_id"], "sales_customer_name": CORRECTION["name"]},
+    ),
+}
+
+
+def rectify(dbt, landing: Path, schema: str, key: str, changes: dict[str, str]):
+    from python_hooks.warehouse import Warehouse
+
+    parsed = dbt("parse", landing=landing, schema=schema)
+    assert parsed.success
+    with Warehouse.open(["--project-dir", str(PROJECT)]) as warehouse:
+        return erasure.rectify(warehouse, parsed.result, "customer", [key], changes, "pytest: rectification 1")
+
+
+def raw_values_of_file(path: Path, key: str) -> set[str]:
+    """Every e-mail address and sales-system name of customer `key` in one raw file, read with pyarrow."""
+    import pyarrow.parquet as pq
+
+    values = set()
+    for record in pq.ParquetFile(path).read().to_pylist():
+        if str(record.get("customer_id", record.get("id"))) == key:
+            values |= {record[c] for c in ("email_id", "name") if record.get(c) is not None}
+    return values - {CORRECTION["email_id"], CORRECTION["name"]}
+
+
+def raw_values_of(landing: Path, key: str) -> set[str]:
+    return set().union(*(raw_values_of_file(path, key) for path in landing.rglob("*.parquet")))
+
+
+@pytest.fixture(scope="module")
+def rectified(lake, dbt, spark):
+    schema, landing = lake["schema"], lake["landing"]
+    tables = [t for t in lake_tables(spark, schema) if is_iceberg(spark, t)]
+    before = {t: all_rows(spark, t) for t in tables}
+    columns = {t: [c for c in spark.table(t).columns if c != "_cdc_applied_at"] for t in tables}
+    old_values = raw_values_of(landing, RECTIFIED)
+    assert any("@" in v for v in old_values) and f"Customer Name {RECTIFIED}" in old_values
+    originals = {
+        path: path.read_bytes()
+        for path in landing.rglob("*.parquet")
+        if not path.name.startswith((".", "_")) and raw_values_of_file(path, RECTIFIED)
+    }
+    report = rectify(dbt, landing, schema, RECTIFIED, CORRECTION)
+    rectify(dbt, landing, schema, ERASED[0], ERASED_CORRECTION)
+    return {
+        "tables": tables,
+        "before": before,
+        "columns": columns,
+        "old": old_values,
+        "originals": originals,
+        "report": report,
+    }
+
+
+def rectified_columns(schema: str, table: str):
+    for (suffix, name), spec in RECTIFIED_COLUMNS.items():
+        if table == f"{schema}_{suffix}.{name}":
+            return spec
+    return None
+
+
+def with_correction(rows: Counter, columns: list[str], key_column: str, key: str, changes: dict) -> Counter:
+    """The expected rows: the key's non-null values of the changed columns replaced."""
+    position = columns.index(key_column)
+    expected = Counter()
+    for row, n in rows.items():
+        if str(row[position]) == key:
+            row = tuple(
+                changes[c] if c in changes and value is not None else value
+                for c, value in zip(columns, row, strict=True)
+            )
+        expected[row] += n
+    return expected
+
+
+def test_rectification_changes_the_subjects_values_everywhere_and_nothing_else(lake, rectified, spark):
+    schema = lake["schema"]
+    report = rectified["report"]
+    assert report.rows["crm__customer_master.email_id"] == 1 and report.rows["customer_snapshot.email_id"] >= 2
+    assert report.raw_files, "the raw files of customer 12 were rewritten"
+    for table in rectified["tables"]:
+        if table.endswith(("erasure_log", "erasure_register", "rectification_register")):
+            continue
+        expected = rectified["before"][table]
+        spec = rectified_columns(schema, table)
+        columns = rectified["columns"][table]
+        if spec:
+            expected = with_correction(expected, columns, spec[0], RECTIFIED, spec[1])
+            if spec[0] == "customer_id" and "email_id" in columns:
+                expected = with_correction(expected, columns, "customer_id", ERASED[0], ERASED_CORRECTION)
+        assert all_rows(spark, table) == expected, f"{table}: not the rows before with the correction"
+    # the current state against the replay of the rewritten raw files, and its old values
+    landing = lake["landing"]
+    replay = dms_replay(landing / "dms" / "crm" / "customer_master", ["customer_id"])
+    assert replay[(int(RECTIFIED),)]["email_id"] == CORRECTION["email_id"]
+    columns = [c for c in next(iter(replay.values())) if c != "_cdc_op"]
+    actual = table_rows(spark, f"{schema}_current.crm__customer_master", ["customer_id"], columns)
+    assert_same_table(actual, {k: {c: row[c] for c in columns} for k, row in replay.items()}, "crm__customer_master")
+
+
+def test_no_file_or_retained_snapshot_holds_a_rectified_old_value(lake, rectified, spark, warehouse):
+    import pyarrow.parquet as pq
+
+    schema, landing, old = lake["schema"], lake["landing"], rectified["old"]
+    files = list(warehouse.glob(f"{schema}_*.db/**/*.parquet")) + list(landing.rglob("*.parquet"))
+    for path in files:
+        for record in pq.ParquetFile(path).read().to_pylist():
+            for name, value in record.items():
+                assert not (isinstance(value, str) and value in old), f"{path}: {name} holds an old value"
+    values = ", ".join(f"'{v}'" for v in sorted(old))
+    for table in rectified["tables"]:
+        spec = rectified_columns(schema, table)
+        if spec is None:
+            continue
+        condition = " or ".join(f"{c} in ({values})" for c in spec[1])
+        for snapshot in snapshot_ids(spark, table):
+            found = spark.sql(f"select count(*) from {table} version as of {snapshot} where {condition}")
+            assert found.collect()[0][0] == 0, f"{table} snapshot {snapshot} still returns an old value"
+
+
+def test_the_rectification_is_logged_without_personal_data(lake, rectified, spark):
+    schema, report = lake["schema"], rectified["report"]
+    rows = spark.sql(f"select * from {schema}_cdc_meta.erasure_log where run_id = '{report.run_id}'").collect()
+    assert len(rows) == 1 and rows[0]["action"] == "rectify"
+    assert rows[0]["rows_changed"]["salesdb__customer.name"] == 1
+    text = json.dumps(rows[0].asDict(), default=str)
+    assert not any(v in text for v in [*rectified["old"], *CORRECTION.values()])
+    register = spark.sql(f"select * from {schema}_cdc_meta.rectification_register").collect()
+    assert {r["column_name"] for r in register} == {"email_id", "name"}
+    assert not any(r["value_hash"] in (v, f"'{v}'") for r in register for v in rectified["old"])
+
+
 # ---------------------------------------------------------------- erasure (right to be forgotten)
 # On the same lake, after the tests above: the whole lakehouse as the sample builds it.
 
@@ -318,7 +468,7 @@ def erased_values() -> set[str]:
             customer = dms._customer(i, version)
             values.add(customer["email_id"])
         values.add(f"Customer Name {i}")
-    return values
+    return values | set(ERASED_CORRECTION.values())
 
 
 def lake_tables(spark, schema: str) -> list[str]:
@@ -339,7 +489,10 @@ def is_iceberg(spark, table: str) -> bool:
 def all_rows(spark, table: str) -> Counter:
     frame = spark.table(table)
     columns = [c for c in frame.columns if c != "_cdc_applied_at"]
-    return Counter(tuple(row) for row in frame.select(*[f"`{c}`" for c in columns]).collect())
+    return Counter(
+        tuple(json.dumps(v, sort_keys=True, default=str) if isinstance(v, (list, dict)) else v for v in row)
+        for row in frame.select(*[f"`{c}`" for c in columns]).collect()
+    )
 
 
 def without_erased(rows: Counter, columns: list[str], column: str | None) -> Counter:
@@ -350,7 +503,6 @@ def without_erased(rows: Counter, columns: list[str], column: str | None) -> Cou
 
 
 def erase(dbt, landing: Path, schema: str):
-    from python_hooks import erase as erasure
     from python_hooks.warehouse import Warehouse
 
     parsed = dbt("parse", landing=landing, schema=schema)
@@ -360,7 +512,7 @@ def erase(dbt, landing: Path, schema: str):
 
 
 @pytest.fixture(scope="module")
-def erased(lake, dbt, spark):
+def erased(lake, rectified, dbt, spark):
     """The lake before (every table's rows, the replays of the raw files) and after erasing ERASED."""
     schema, landing = lake["schema"], lake["landing"]
     tables = [t for t in lake_tables(spark, schema) if is_iceberg(spark, t)]
@@ -380,6 +532,8 @@ def erased(lake, dbt, spark):
         "replays": replays,
         "originals": originals,
         "report": report,
+        "rectified_old": rectified["old"],
+        "rectified_originals": rectified["originals"],
     }
 
 
@@ -408,6 +562,11 @@ def test_erasure_removes_the_subjects_rows_and_nothing_else(lake, erased, spark)
                     )
                 }
             )
+        if table.endswith("_cdc_meta.rectification_register"):
+            # the erased customer's corrections go with them; the rectified customer's stay
+            hashes = {erasure.subject_hash(os.environ[erasure.SECRET_ENV], "customer", k) for k in ERASED}
+            expected = Counter({row: n for row, n in erased["before"][table].items() if row[1] not in hashes})
+            assert expected != erased["before"][table] and expected
         if table.endswith(("erasure_log", "erasure_register")):
             continue
         assert all_rows(spark, table) == expected, f"{table}: rows other than the erased subject's changed"
@@ -421,6 +580,10 @@ def test_erasure_removes_the_subjects_rows_and_nothing_else(lake, erased, spark)
     final = lake["stages"][dms.STAGES]
     sks = expected_customer_sk(spark, final["expected_dim"])
     dim = {k: {**row, "customer_sk": sks[k]} for k, row in final["expected_dim"].items() if str(k[0]) not in ERASED}
+    correction = {"email_id": CORRECTION["email_id"], "sales_customer_name": CORRECTION["name"]}
+    for key, row in dim.items():  # the rectification before the erasure: every version of customer 12
+        if str(key[0]) == RECTIFIED:
+            row.update({c: v for c, v in correction.items() if row[c] is not None})
     assert_same_table(actual_dim(spark, schema), dim, "dim_customer after the erasure")
     history = {k: row for k, row in final["expected_history"].items() if str(row["customer_id"]) not in ERASED}
     assert_same_table(actual_history(spark, schema), history, "sales_order_status_history after the erasure")
@@ -488,7 +651,10 @@ def test_erased_subjects_stay_gone(lake, erased, dbt, spark):
     template = pq_table(sorted(p for p in master.rglob("2*.parquet"))[-1])
     late = template.slice(0, 1).to_pylist()[0]
     late.update({"Op": "U", "customer_id": int(ERASED[0]), "email_id": "late@example.com"})
-    write_like(template, [late], master / "20261130-120000000.parquet")
+    # and a late update of the rectified customer carrying an old e-mail address
+    old_email = sorted(v for v in erased["rectified_old"] if "@" in v)[0]
+    late_old = {**late, "customer_id": int(RECTIFIED), "email_id": old_email}
+    write_like(template, [late, late_old], master / "20261130-120000000.parquet")
     customers = debezium.topic_dir(landing, debezium.CUSTOMER)
     newest = max(customers.rglob("*.parquet"), key=lambda p: int(p.name.split("+")[-1].split(".")[0]))
     template = pq_table(newest)
@@ -503,6 +669,9 @@ def test_erased_subjects_stay_gone(lake, erased, dbt, spark):
         and int(ERASED[0]) in pq_table(io.BytesIO(erased["originals"][p])).column("customer_id").to_pylist()
     )
     (master / "20261130-130000000.parquet").write_bytes(erased["originals"][original])
+    # and the original (pre-rectification) files of the rectified customer, re-delivered
+    for n, path in enumerate(p for p in sorted(erased["rectified_originals"]) if p.parent == master):
+        (master / f"20261130-14{n:02d}00000.parquet").write_bytes(erased["rectified_originals"][path])
     result = dbt("build", *SELECT, landing=landing, schema=schema)
     assert result.success, "\n".join(failures(result))
     keys = ", ".join(ERASED)
@@ -510,6 +679,15 @@ def test_erased_subjects_stay_gone(lake, erased, dbt, spark):
         column = holder_column(schema, table)
         if column:
             assert spark.sql(f"select count(*) from {table} where {column} in ({keys})").collect()[0][0] == 0, table
+    # the rectified customer keeps the correction, in the staging view too
+    for table, column in [
+        (f"{schema}_current.crm__customer_master", "email_id"),
+        (f"{schema}_intermediate.int_customer__joined", "email_id"),
+        (f"{schema}_snapshots.customer_snapshot", "email_id"),
+        (f"{schema}_staging.stg_crm__customer_master", "email_id"),
+    ]:
+        values = {r[0] for r in spark.sql(f"select {column} from {table} where customer_id = {RECTIFIED}").collect()}
+        assert values == {CORRECTION["email_id"]}, f"{table}: {values}"
     final = lake["stages"][dms.STAGES]
     history = {k: row for k, row in final["expected_history"].items() if str(row["customer_id"]) not in ERASED}
     assert_same_table(actual_history(spark, schema), history, "sales_order_status_history after the late files")

@@ -75,3 +75,86 @@ def test_unusable_secrets_are_refused(monkeypatch, secret):
     monkeypatch.setenv(erase.SECRET_ENV, secret)
     with pytest.raises(erase.ErasureError, match="CDC_ERASURE_SECRET"):
         erase.secret_from_env()
+
+
+# ---------------------------------------------------------------- rectification
+
+
+def test_dms_file_gets_the_correction_in_the_subjects_non_null_values_only(tmp_path):
+    at = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+    rows = [
+        {"Op": "I", "last_update_time": at, "CUSTOMER_ID": 42, "email": "old@x"},
+        {"Op": "U", "last_update_time": at, "CUSTOMER_ID": 2, "email": "old@x"},  # another customer's same value
+        {"Op": "U", "last_update_time": at, "CUSTOMER_ID": 42, "email": "older@x"},
+        {"Op": "D", "last_update_time": at, "CUSTOMER_ID": 42, "email": None},
+    ]
+    path = tmp_path / "20261101-080000000.parquet"
+    _dms(path, rows)
+    values, types = erase.raw_personal_values(path, "customer_id", ["42"], "dms", ["email"])
+    assert values == {("email", "42"): {"old@x", "older@x"}} and types == {"email": pa.string()}
+    assert erase.rectify_raw_file(path, "customer_id", ["42"], "dms", {"email": "new@x"}) == 2
+    expected = [
+        {**rows[0], "email": "new@x"},
+        rows[1],
+        {**rows[2], "email": "new@x"},
+        rows[3],
+    ]
+    assert pq.read_table(path).to_pylist() == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+    # again: nothing left to change, the file is not rewritten
+    before = path.stat().st_mtime_ns
+    assert erase.rectify_raw_file(path, "customer_id", ["42"], "dms", {"email": "new@x"}) == 0
+    assert path.stat().st_mtime_ns == before
+
+
+def test_debezium_envelope_gets_the_correction_in_before_and_after(tmp_path):
+    image = pa.struct([("id", pa.int32()), ("name", pa.string()), ("born", pa.date32())])
+    schema = pa.schema([("before", image), ("after", image), ("op", pa.string())])
+    day = dt.date(1980, 1, 2)
+    rows = [
+        {"before": None, "after": {"id": 42, "name": "Old", "born": day}, "op": "c"},
+        {
+            "before": {"id": 42, "name": "Old", "born": day},
+            "after": {"id": 42, "name": "Older", "born": None},
+            "op": "u",
+        },
+        {"before": {"id": 3, "name": "Old", "born": day}, "after": None, "op": "d"},
+    ]
+    path = tmp_path / "pg.inventory.customer+0+0000000000.snappy.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+    values, _ = erase.raw_personal_values(path, "id", ["42"], "debezium_envelope", ["name", "born"])
+    assert values == {("name", "42"): {"Old", "Older"}, ("born", "42"): {"1980-01-02"}}
+    changes = {"name": "New", "born": "1981-03-04"}
+    assert erase.rectify_raw_file(path, "id", ["42"], "debezium_envelope", changes) == 5
+    new_day = dt.date(1981, 3, 4)
+    assert pq.read_table(path).to_pylist() == [
+        {"before": None, "after": {"id": 42, "name": "New", "born": new_day}, "op": "c"},
+        {
+            "before": {"id": 42, "name": "New", "born": new_day},
+            "after": {"id": 42, "name": "New", "born": None},
+            "op": "u",
+        },
+        rows[2],
+    ]
+
+
+def test_a_correction_that_is_not_a_value_of_the_column_type_is_refused():
+    with pytest.raises(erase.ErasureError, match="not a value of type"):
+        erase._arrow_value("not a date", pa.date32())
+
+
+@pytest.mark.parametrize(
+    ("assignments", "message"),
+    [((), "nothing to rectify"), (("email",), "expected column=value"), (("a=1", "A=2"), "twice")],
+)
+def test_set_options_are_checked(assignments, message):
+    with pytest.raises(erase.ErasureError, match=message):
+        erase.parse_changes(assignments)
+
+
+def test_set_options_keep_the_value_as_given():
+    assert erase.parse_changes(["Phone_Number=000", "note=a=b", "empty="]) == {
+        "phone_number": "000",
+        "note": "a=b",
+        "empty": "",
+    }
