@@ -6,8 +6,9 @@
     BENCH_BATCHES           CDC batches per table: all but the last warm up, the last is measured (default 2)
     BENCH_SCALE_FACTOR      the scaled table is this many times larger     (default 4)
     BENCH_SEED              generator seed                                 (default 20261101)
-    BENCH_STAGES            stage groups to run, comma-separated: orders, stock, scaled, many, idle,
-                            history (default all; the ratios of the others are null)
+    BENCH_STAGES            stage groups to run, comma-separated: orders, stock, erasure, scaled, many,
+                            idle, history (default all; the ratios of the others are null)
+    BENCH_ERASED_CUSTOMERS  customers the erasure stage erases from the 1x table (default 10)
     BENCH_MANY_TABLES, BENCH_MANY_ROWS, BENCH_MANY_BATCH, BENCH_MANY_BATCHES   the many-tables stages
                             (M, Z): tables, rows each, changes per batch and table, batches (default
                             20, 100,000, 1,000, 1: no warm-up run)
@@ -74,6 +75,8 @@ def main() -> int:
     if settings.target == "local":
         # The bench's own warehouse and metastore: static Spark settings, so before the session starts.
         os.environ["CDC_WAREHOUSE"] = str(work / "warehouse")
+        # The erasure stage's keyed hash: Spark reads it from the JVM's environment (README: Personal data).
+        os.environ.setdefault("CDC_ERASURE_SECRET", "bench-only-erasure-secret-00000")
     env.apply_defaults()
     log.info("benchmark: %s, work folder %s", settings, work)
 

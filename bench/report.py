@@ -136,6 +136,13 @@ def _new_stage_notes(results: dict) -> list[str]:
                 else f"**{idle['tables_committed']} table(s) got a commit**."
             )
         )
+    erased = results.get("erasure")
+    if erased:
+        notes.append(
+            f"Erasure (bench/erasure.py): {erased['customers']} customers erased from the 1x table, its raw files and "
+            f"older snapshots in {_fmt(erased['seconds'])} s ({erased['raw_files_rewritten']} raw files rewritten, "
+            f"{erased['snapshots_expired']} snapshots expired, {erased['files_removed']} files removed)."
+        )
     history = results.get("history")
     if history:
         notes.append(

@@ -16,6 +16,9 @@ sessions of the cluster's Thrift Server):
     full refresh           `dbt run --full-refresh` over every raw file                 -> R1
     stock dbt-spark merge  the stock dbt-spark model on the same batch and table state   -> R4
                            (bench/stock.py; its wrong rows against the replay, by kind, are reported)
+  erasure (bench/erasure.py)
+    erasure of BENCH_ERASED_CUSTOMERS customers (10): `python -m python_hooks erase` on the 1x table,
+                           its raw files and older snapshots; then the table against the replay without them
   orders_scaled (BENCH_SCALE_FACTOR x the rows, batches of the same size)
     the same, up to the incremental batch (and its handwritten job, for comparison)     -> S
   many (BENCH_MANY_TABLES tables, bench/many.py)
@@ -44,7 +47,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench import baseline, history, many, stock
+from bench import baseline, erasure, history, many, stock
 from bench.generate import KEY, TableData, generate_table
 from bench.harness import LAYOUTS, BenchDbt, BenchError, check, land, table_layout
 from bench.instrument import (
@@ -93,8 +96,8 @@ DEFINITIONS = {
     "peak_heap_fraction": "the Spark driver's peak heap in use over the run / its maximum heap (local target)",
 }
 # What BENCH_STAGES selects, in the order they run; a group runs the groups it needs too.
-STAGE_GROUPS = ("orders", "stock", "scaled", "many", "idle", "history")
-NEEDS = {"stock": ("orders",), "scaled": ("orders",), "idle": ("many",)}
+STAGE_GROUPS = ("orders", "stock", "erasure", "scaled", "many", "idle", "history")
+NEEDS = {"stock": ("orders",), "erasure": ("orders",), "scaled": ("orders",), "idle": ("many",)}
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,7 @@ class Settings:
     history_file_rows: int = 4
     history_batch: int = 1_000
     history_layout: str = "flat"
+    erased_customers: int = 10
 
     @property
     def batch_rows(self) -> int:
@@ -166,6 +170,7 @@ class Settings:
             history_file_rows=number("BENCH_HISTORY_FILE_ROWS", int, cls.history_file_rows),
             history_batch=number("BENCH_HISTORY_BATCH", int, cls.history_batch),
             history_layout=environ.get("BENCH_HISTORY_LAYOUT", "").strip() or cls.history_layout,
+            erased_customers=number("BENCH_ERASED_CUSTOMERS", int, cls.erased_customers),
         )
         settings.validate()
         return settings
@@ -183,6 +188,8 @@ class Settings:
             raise ValueError(f"BENCH_STAGES: unknown group(s) {unknown}; the groups are {', '.join(STAGE_GROUPS)}")
         if min(settings.many_tables, settings.many_rows, settings.many_batch, settings.many_batches) < 1:
             raise ValueError("BENCH_MANY_TABLES, BENCH_MANY_ROWS, BENCH_MANY_BATCH and BENCH_MANY_BATCHES must be >= 1")
+        if settings.erased_customers < 1:
+            raise ValueError("BENCH_ERASED_CUSTOMERS must be >= 1")
         if min(settings.history_files, settings.history_file_rows, settings.history_batch) < 1:
             raise ValueError("BENCH_HISTORY_FILES, BENCH_HISTORY_FILE_ROWS and BENCH_HISTORY_BATCH must be >= 1")
         if settings.history_layout not in LAYOUTS:
@@ -421,7 +428,7 @@ def run_benchmark(settings: Settings, work: Path, schema: str = "bench") -> dict
     if settings.runs("orders"):
         with stages.stage("generate raw files", rows=settings.rows + (scaled_rows if settings.runs("scaled") else 0)):
             small, large = _table_data(settings, work)
-    many_tables = history_result = idle = None
+    many_tables = history_result = idle = erasure_result = None
     try:
         if not local:
             run.sql = _open_sql(settings.target)
@@ -443,6 +450,8 @@ def run_benchmark(settings: Settings, work: Path, schema: str = "bench") -> dict
                 label="1x",
                 stock_peer=settings.runs("stock"),
             )
+        if small and settings.runs("erasure"):
+            erasure_result = erasure.measure(run, small, settings.erased_customers)
         if large:  # BENCH_SCALE_FACTOR=0: no scaled table, no S (quicker tuning runs)
             run.table(
                 large,
@@ -478,6 +487,7 @@ def run_benchmark(settings: Settings, work: Path, schema: str = "bench") -> dict
         },
         "idle": idle,
         "history": history_result,
+        "erasure": erasure_result,
     }
 
 

@@ -190,6 +190,30 @@ def holders(manifest, subject: str) -> tuple[list[Holder], list[Holder]]:
     return sorted(tables, key=lambda h: h.name), sorted(raw, key=lambda h: h.name)
 
 
+def undeclared_downstream(manifest, subject: str, tables: Iterable[Holder]) -> list[str]:
+    """Table models and snapshots built (through views or not) from a holder of `subject` that declare
+    no subject key themselves: they may hold the subject where no erasure or rectification reaches."""
+    names = {holder.name for holder in tables}
+    carriers = {uid for uid, source in manifest.sources.items() if _subjects(source.meta).get(subject)}
+    nodes = [n for n in manifest.nodes.values() if n.resource_type in ("model", "snapshot")]
+    holding = {n.unique_id for n in nodes if n.name in names}
+    carriers |= holding
+    changed = True
+    while changed:
+        changed = False
+        for node in nodes:
+            if node.unique_id not in carriers and set(node.depends_on.nodes) & carriers:
+                carriers.add(node.unique_id)
+                changed = True
+    return sorted(
+        node.name
+        for node in nodes
+        if node.unique_id in carriers
+        and node.unique_id not in holding
+        and node.config.materialized in TABLE_MATERIALIZATIONS
+    )
+
+
 # ------------------------------------------------------------------ raw landing files
 
 
@@ -344,6 +368,7 @@ class ErasureReport:
     snapshots_expired: int = 0
     files_removed: int = 0
     refs_kept: list[str] = field(default_factory=list)  # tags/branches that still reach older snapshots
+    undeclared: list[str] = field(default_factory=list)  # tables built from holders that declare no subject
     seconds: float = 0.0
 
     @property
@@ -447,6 +472,7 @@ def erase(
         )
     hashes = [subject_hash(secret, subject, k) for k in keys]
     report = ErasureReport(run_id=uuid.uuid4().hex, subject=subject, key_hashes=hashes, target=warehouse.target)
+    report.undeclared = undeclared_downstream(manifest, subject, tables)
     # 1. checks, before any write
     _check_secret_in_warehouse(warehouse, secret)
     tables = _check_columns(warehouse, tables)
@@ -577,6 +603,7 @@ def rectify(
     report = ErasureReport(
         run_id=uuid.uuid4().hex, subject=subject, key_hashes=sorted(hashes.values()), target=warehouse.target
     )
+    report.undeclared = undeclared_downstream(manifest, subject, holders(manifest, subject)[0])
     # 1. checks, before any write: the secret, the columns, the new values' types; the old values
     _check_secret_in_warehouse(warehouse, secret)
     tables = _check_columns(warehouse, tables)
@@ -768,4 +795,9 @@ def summary(report: ErasureReport, action: str = "erase") -> list[str]:
     ]
     for ref in report.refs_kept:
         lines.append(f"  WARNING: {ref} keeps older snapshots, which may still hold the {done} data: drop it")
+    if report.undeclared:
+        lines.append(
+            f"  WARNING: built from tables that hold subject {report.subject}, but declaring no "
+            f"meta.cdc_subjects (not {done} there): {', '.join(report.undeclared)}"
+        )
     return lines

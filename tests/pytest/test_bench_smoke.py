@@ -81,7 +81,7 @@ def test_benchmark_runs_and_its_tables_equal_the_replay(spark, schema, tmp_path)
     for ratio in RATIOS:
         assert isinstance(written[ratio], (int, float)) and written[ratio] > 0, f"{ratio} = {written[ratio]!r}"
         assert isinstance(written["met"][ratio], bool)
-    assert written["stage_groups"] == ["orders", "stock", "scaled", "many", "idle", "history"]
+    assert written["stage_groups"] == ["orders", "stock", "erasure", "scaled", "many", "idle", "history"]
     assert {s["stage"] for s in written["stages"]} >= {
         "1x: initial build",
         "1x: incremental batch",
@@ -89,6 +89,7 @@ def test_benchmark_runs_and_its_tables_equal_the_replay(spark, schema, tmp_path)
         "1x: floor",
         "1x: stock dbt-spark merge",
         "1x: full refresh",
+        "1x: erasure of 10 customers",
         "2x: initial build",
         "2x: incremental batch",
         "many: initial run (make run)",
@@ -106,17 +107,26 @@ def test_benchmark_runs_and_its_tables_equal_the_replay(spark, schema, tmp_path)
     assert md_path.read_text(encoding="utf-8").startswith("# CDC pipeline benchmark")
 
     landing = Path(written["landing"]) / "dms" / "bench"
+    before_erasure = Path(written["erasure"]["raw_files_before"])  # the orders files before the erasure stage
     checks = {c["label"]: c for c in written["checks"]}
-    for label, table in (
-        ("1x after incremental batch", "orders"),
-        ("1x after compaction", "orders"),
-        ("1x after full refresh", "orders"),
-        ("2x after incremental batch", "orders_scaled"),
+    for label, folder in (
+        ("1x after incremental batch", before_erasure),
+        ("1x after compaction", before_erasure),
+        ("1x after full refresh", before_erasure),
+        ("1x after erasure", landing / "orders"),
+        ("2x after incremental batch", landing / "orders_scaled"),
     ):
-        expected = replay_checksum(landing / table)
+        expected = replay_checksum(folder)
         assert expected["rows"] > 0
         assert checks[label]["actual"] == expected, label
         assert checks[label]["equal"], label
+    # The erasure: the replay of the rewritten raw files lost exactly the erased customers' orders.
+    erased = written["erasure"]["customer_ids"]
+    assert len(erased) == 10 and written["erasure"]["raw_files_rewritten"] > 0
+    assert written["erasure"]["undeclared"] == ["bench__orders_stock"]  # reads the source, declares no subject
+    kept = {k: r for k, r in replay(before_erasure, KEY).items() if r["customer_id"] not in erased}
+    assert replay(landing / "orders", KEY) == kept
+    assert written["erasure"]["rows_removed"]["bench__orders"] == len(replay(before_erasure, KEY)) - len(kept) > 0
     # Merge-on-read: the batch wrote position deletes; the project's compaction folded them back.
     layout = written["table_layout"]
     assert layout["1x after incremental batch"]["position_deletes"]["records"] > 0
@@ -124,6 +134,7 @@ def test_benchmark_runs_and_its_tables_equal_the_replay(spark, schema, tmp_path)
     # The batch really was late and mixed: deletes removed rows, inserts added rows beyond the load.
     final = spark.table(f"{schema}_current.bench__orders")
     assert final.count() == replay_checksum(landing / "orders")["rows"]
+    assert final.where(f"customer_id in ({', '.join(map(str, erased))})").count() == 0
     assert final.where(f"order_id > {TINY.rows}").count() > 0
 
     # Many tables: every one equals its replay after the batch and after the idle run, which committed nothing.
@@ -141,7 +152,7 @@ def test_benchmark_runs_and_its_tables_equal_the_replay(spark, schema, tmp_path)
 
     # R4's side report: the stock dbt-spark model's wrong rows, as the Python replay counts them.
     stock = written["stock"]
-    wrong = stock_wrong_rows(spark, stock["relation"], replay(landing / "orders", KEY))
+    wrong = stock_wrong_rows(spark, stock["relation"], replay(before_erasure, KEY))
     assert wrong["deleted_keys_present"] > 0
     assert stock["by_kind"]["deleted_keys_present"] == wrong["deleted_keys_present"]
     assert stock["others_by_kind"]["batch_change_skipped"] == wrong["older_change_kept"]

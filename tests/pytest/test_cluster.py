@@ -10,7 +10,8 @@ replays as on the embedded target. What runs here, on the cluster:
   - (a) a second process's `dbt show` while a run waits in the middle of a batch;
   - (b) two writers on one table: raw concurrent commits (Iceberg's lock: none lost), and two runs
     of the same model at once (the second to publish refuses, nothing lost or doubled);
-  - (c) a run killed with SIGKILL mid-batch: no lock left, the next run completes.
+  - (c) a run killed with SIGKILL mid-batch: no lock left, the next run completes;
+  - erase, rectify and maintain through their commands, then a run: erased and rectified stay so.
 Also the embedded target's one-line refusal of a second process (no cluster needed).
 The embedded-only suites (hostile names, promotions, history, unit tests, docs) are not repeated here.
 """
@@ -138,6 +139,62 @@ def test_rerun_with_nothing_new_commits_nothing_and_snapshots_rerun(lake, cluste
         f"select count(*), count(distinct customer_id) from {lake['schema']}_snapshots.customer_snapshot"
     )[0]
     assert versions[0] > versions[1] > 0, "the snapshot kept several versions of some customers"
+
+
+def _command(lake, cluster, *args: str) -> subprocess.CompletedProcess:
+    """`python -m python_hooks <args> --target cluster` in its own process, as an engineer runs it."""
+    environ = {**cluster.environ, "CDC_LANDING_ROOT": str(lake["landing"]), "CDC_SCHEMA": lake["schema"]}
+    return subprocess.run(
+        [sys.executable, "-m", "python_hooks", *args, "--target", "cluster"],
+        env=environ,
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def test_erase_rectify_and_maintain_on_the_cluster(lake, cluster):
+    """The personal-data commands and maintenance on the shared target (the Thrift Server has the
+    secret: `cluster up` ran with this environment), then a pipeline run: the erased customer stays
+    gone, the rectified value stays, everything else equals the replay of the rewritten raw files."""
+    schema, landing = lake["schema"], lake["landing"]
+    erased = _command(lake, cluster, "erase", "--subject", "customer", "--key", "7", "--reason", "cluster test")
+    assert erased.returncode == 0, erased.stdout[-2000:] + erased.stderr[-4000:]
+    assert "erased 1 customer key(s) on target cluster" in erased.stdout
+    new_email = "rectified.3@example.com"
+    rectified = _command(
+        lake, cluster, "rectify", "--subject", "customer", "--key", "3", "--set", f"email_id={new_email}",
+        "--reason", "cluster test",
+    )  # fmt: skip
+    assert rectified.returncode == 0, rectified.stdout[-2000:] + rectified.stderr[-4000:]
+    maintained = _command(lake, cluster, "maintain")
+    assert maintained.returncode == 0, maintained.stdout[-2000:] + maintained.stderr[-4000:]
+    assert dbt_pipeline_ok(lake, cluster)
+    for table, column in [
+        ("current.crm__customer_master", "customer_id"),
+        ("current.salesdb__customer", "id"),
+        ("current.salesdb__sales_order", "customer_id"),
+        ("snapshots.customer_snapshot", "customer_id"),
+    ]:
+        assert cluster.query(f"select count(*) from {schema}_{table} where {column} = 7")[0][0] == 0, table
+    emails = cluster.query(f"select distinct email_id from {schema}_snapshots.customer_snapshot where customer_id = 3")
+    assert emails == [(new_email,)]
+    expected = dms_expected(landing)
+    assert expected["customer_master"][(3,)]["email_id"] == new_email and (7,) not in expected["customer_master"]
+    actual = dms_actual(cluster, schema)
+    for table, rows in expected.items():
+        columns = [*dms.TABLES[table], "_cdc_op", "_cdc_ts"]
+        rows = {k: {c: row.get(c) for c in columns} for k, row in rows.items()}
+        assert_same_table(actual[table], rows, f"cluster after erase/rectify {table}")
+
+
+def dbt_pipeline_ok(lake, cluster) -> bool:
+    process = _run_process(lake["schema"], lake["landing"], cluster)
+    output = Output(process)
+    code = output.finish()
+    assert code == 0, output.text[-4000:]
+    return True
 
 
 # ---------------------------------------------------------------- other processes at the same time

@@ -158,3 +158,33 @@ def test_set_options_keep_the_value_as_given():
         "note": "a=b",
         "empty": "",
     }
+
+
+def test_tables_built_from_a_holder_that_declare_no_subject_are_named():
+    from types import SimpleNamespace as N
+
+    def node(name, materialized, *parents):
+        return N(
+            unique_id=f"model.p.{name}",
+            name=name,
+            resource_type="model",
+            config=N(materialized=materialized),
+            depends_on=N(nodes=list(parents)),
+        )
+
+    source = N(meta={"cdc_subjects": {"customer": "id"}})
+    nodes = [
+        node("stg_customer", "view", "source.p.crm.customer"),
+        node("customer_current", "incremental", "model.p.stg_customer"),  # a holder (declared or inherited)
+        node("customer_report", "table", "model.p.stg_customer"),  # through a view: undeclared
+        node("customer_counts", "view", "model.p.customer_current"),
+        node("customer_rollup", "table", "model.p.customer_counts"),  # through a view of a holder: undeclared
+        node("products", "table", "source.p.shop.product"),  # no subject upstream
+    ]
+    manifest = N(
+        sources={"source.p.crm.customer": source, "source.p.shop.product": N(meta={})},
+        nodes={n.unique_id: n for n in nodes},
+    )
+    holders = [erase.Holder("customer_current", "id")]
+    assert erase.undeclared_downstream(manifest, "customer", holders) == ["customer_report", "customer_rollup"]
+    assert erase.undeclared_downstream(manifest, "employee", []) == []
