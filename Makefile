@@ -15,7 +15,7 @@ BIN := $(VENV)/bin
 # their defaults, made absolute, from python_hooks/env.py, which every Python of the venv applies.
 export DBT_PROFILES_DIR := $(CURDIR)/profiles
 
-.PHONY: help install check-java system-packages cluster-packages demo run maintain test bench lint docs docs-serve clean \
+.PHONY: help install check-java system-packages cluster-packages demo run maintain test faults bench lint docs docs-serve clean \
 	cluster-up cluster-down cluster-status
 
 SQL_PATHS := $(wildcard models snapshots tests analyses)
@@ -25,7 +25,8 @@ help:
 	@echo "make demo    write sample DMS/Debezium change files stage by stage and run the pipeline after each"
 	@echo "make run     run the pipeline once on \$$CDC_LANDING_ROOT (default data/landing)"
 	@echo "make maintain  compact, rewrite manifests, expire snapshots (+cdc_retention), remove orphan files"
-	@echo "make test    run every test (pytest with real Spark + Iceberg, dbt data tests)"
+	@echo "make test    run every test (pytest with real Spark + Iceberg, dbt data tests); of the kill points, a smoke subset"
+	@echo "make faults  the fault-injection suite: a run killed (SIGKILL) at every kill point, then repaired by the next"
 	@echo "make lint    sqlfluff, ruff and the pre-commit checks"
 	@echo "make docs    build the dbt docs site (target/index.html and target/static_index.html)"
 	@echo "make docs-serve  serve it on http://localhost:$(DOCS_PORT)"
@@ -95,7 +96,11 @@ maintain: install check-java
 	$(BIN)/python -m python_hooks maintain
 
 test: install check-java cluster-packages
-	$(BIN)/python -m pytest tests/pytest
+	$(BIN)/python -m pytest tests/pytest -m "not faults_full"
+
+# Every kill point (tests/pytest/test_faults.py); make test runs its smoke subset.
+faults: install check-java
+	$(BIN)/python -m pytest tests/pytest/test_faults.py
 
 # The benchmark (bench/README.md): 5M rows and 1% batches by default; BENCH_ROWS etc. to scale it.
 bench: install check-java

@@ -7,7 +7,7 @@ manifest, through its staging model, to the source and its landing folder) it:
    has not read before (`FooterCache`, kept in `$CDC_WAREHOUSE/_python_hooks/`);
 2. reads the Iceberg table's schema (a missing table is "not created yet": dbt creates it);
 3. plans (`schema_plan.plan_schema_changes`): columns to add, promotions to apply, refusals;
-4. applies the plan with quoted identifiers and logs each change in `schema_evolution_log`;
+4. logs each change of the plan in `schema_evolution_log`, then applies it with quoted identifiers;
 5. when raw files disagree on a column's type (an int column now sent as bigint), records which
    files Spark must read with which types (`cdc_raw_file_groups`), so that staging reads each
    group on its own and casts to the promoted type (Spark cannot read both in one relation).
@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from python_hooks import faults
 from python_hooks.footers import FooterCache, FooterReadError
 from python_hooks.schema_plan import (
     DEFAULT_TIMESTAMP_COLUMN,
@@ -56,6 +57,7 @@ class CdcTable:
     source_name: str = ""
     table_name: str = ""
     landing: str = ""  # the source identifier as written (a path or a URI)
+    keys: tuple[str, ...] = ()  # the model's unique_key columns
 
     @property
     def probe(self) -> str:
@@ -108,9 +110,36 @@ def cdc_tables(manifest) -> list[CdcTable]:
                 source_name=source.source_name,
                 table_name=source.name,
                 landing=source.identifier,
+                keys=_key_columns(node.config.get("unique_key")),
             )
         )
     return sorted(tables, key=lambda t: t.model)
+
+
+def _key_columns(unique_key) -> tuple[str, ...]:
+    if not unique_key:
+        return ()
+    if isinstance(unique_key, str):
+        return tuple(k.strip() for k in unique_key.split(","))
+    return tuple(unique_key)
+
+
+def missing_keys(table: CdcTable, file_types: dict[str, dict[str, str]]) -> list[str]:
+    """One message per raw file that lacks a key column (case-insensitive) of a DMS or flattened
+    Debezium table (an envelope holds its keys inside `before`/`after`): its events could be matched
+    to no row, and Spark could not even resolve the column in a batch of such files alone."""
+    if table.producer == "debezium_envelope" or not table.keys:
+        return []
+    problems = []
+    for file, types in sorted(file_types.items()):
+        missing = [k for k in table.keys if k.lower() not in types]
+        if missing:
+            problems.append(
+                f"raw file {file} has no key column {', '.join(repr(k) for k in missing)} (unique_key of model"
+                f" {table.model}): its changes cannot be applied; fix the producer and replace the file"
+                f" [model {table.model}, source {table.source}]"
+            )
+    return problems
 
 
 def landing_files(folder: Path) -> list[Path]:
@@ -169,7 +198,6 @@ def evolve(
             result.problems.append(f"{table.model} (source {table.source}): {error}. The table was not changed.")
             result.blocked_models.update({table.staging_model, table.model})
     cache.save()
-    _write_log(warehouse, result)
     _write_groups(warehouse, group_rows)
     return result
 
@@ -185,6 +213,7 @@ def _evolve_table(
     key = str(table.folder)
     union = cache.union_schema(key, files)
     problems = [f"{conflict.message()} [model {table.model}, source {table.source}]" for conflict in union.conflicts]
+    problems += missing_keys(table, cache.file_types(key))
     incoming = business_schema(union.schema, table.producer, table.timestamp_column)
     relation = f"{quote_ident(table.schema)}.{quote_ident(table.identifier)}"
     current = warehouse.columns(table.schema, table.identifier)
@@ -195,10 +224,14 @@ def _evolve_table(
         result.blocked_models.update({table.staging_model, table.model})
         log.error("%s: %d refused schema change(s); this table is not evolved nor built", table.model, len(problems))
         return
+    # Logged first, then applied: a crash between leaves a logged change that the next run applies
+    # (and does not log again), never an applied change without its log row.
+    _write_log(warehouse, result.run_id, plan.changes)
     for change in plan.changes:
         log.info("%s: %s", table.model, change.sql())
         warehouse.execute(change.sql())
         result.applied.append(change)
+        faults.point("during_schema_evolution", table.identifier)  # between two ALTERs
     raw_types = {name.lower(): t for name, t in _spark_types(union.schema)}
     groups = file_groups(table.folder, cache.file_types(key), raw_types)
     if len(groups) > 1:
@@ -225,15 +258,25 @@ def _sql_string(value: str | None) -> str:
     return sql_string(value)
 
 
-def _write_log(warehouse: Warehouse, result: EvolutionResult) -> None:
-    if not result.applied:
+def _write_log(warehouse: Warehouse, run_id: str, changes) -> None:
+    """One row per change in `schema_evolution_log`, unless the same change (table, column, action,
+    types) is already there: a run that died between logging and applying it logged it."""
+    if not changes:
         return
+    log_table = f"{quote_ident(warehouse.meta_schema)}.schema_evolution_log"
     rows = ", ".join(
-        f"({_sql_string(result.run_id)}, {_sql_string(c.table)}, {_sql_string(c.column)}, {_sql_string(c.action)}, "
+        f"({_sql_string(run_id)}, {_sql_string(c.table)}, {_sql_string(c.column)}, {_sql_string(c.action)}, "
         f"{_sql_string(c.old_type)}, {_sql_string(c.new_type)}, current_timestamp())"
-        for c in result.applied
+        for c in changes
     )
-    warehouse.execute(f"insert into {quote_ident(warehouse.meta_schema)}.schema_evolution_log values {rows}")
+    same = " and ".join(
+        f"logged.{c} <=> change.{c}" for c in ("table_name", "column_name", "action", "old_type", "new_type")
+    )
+    warehouse.execute(
+        f"insert into {log_table} select change.* from (values {rows})"
+        " as change(run_id, table_name, column_name, action, old_type, new_type, applied_at)"
+        f" left anti join {log_table} as logged on {same}"
+    )
 
 
 def _write_groups(warehouse: Warehouse, group_rows: dict[str, list[tuple[int, list[str], str]]]) -> None:

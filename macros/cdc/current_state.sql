@@ -33,6 +33,7 @@
     {%- elif execute -%}
         {%- set full_build = not is_incremental() -%}
         {%- set batch = cdc_stage_batch(this, staging_model, events, full_build) -%}
+        {%- do cdc_fault_point('after_pin') -%}
         {%- if batch.events_view is none %}
 select * from {{ this }} where false
         {%- else %}

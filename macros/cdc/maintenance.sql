@@ -72,6 +72,7 @@
             'call spark_catalog.system.rewrite_data_files(table => ' ~ name
             ~ ", options => map('delete-file-threshold', '1'))"
         ) -%}
+        {%- do cdc_fault_point('during_compaction', target) -%}
         {#- Rewritten data files keep their data sequence number, so the old deletes are not
             recognised as dangling by sequence numbers: rewriting every delete file drops those
             that point at no live row (all of them here). -#}

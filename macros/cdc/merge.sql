@@ -70,6 +70,7 @@
     {#- 2. Refuse bad input before writing anything; the same query finds the batch's newest
            truncate (4b). -#}
     {%- set truncate = cdc_validate_batch(target, batch_events, keys) -%}
+    {%- do cdc_fault_point('after_validate') -%}
 
     {#- 3. Last change per key, minus changes older than the key's tombstone or a truncate. Cached
            (on disk for a full build). The batch's deletes become tombstones only after the target
@@ -108,6 +109,7 @@
            An Iceberg write commits even when no row changes, so an empty set skips it. Each
            change is flagged by whether its key has a row (_cdc_matched). The target is read at
            one snapshot (`read_snapshot`), the base of step 6's publish. -#}
+    {%- do cdc_drop_stale_branches(target, 0 if cdc_single_writer() else 3600) -%}
     {%- set read_snapshot = cdc_current_snapshot(target) -%}
     {%- set current_rows = target if read_snapshot is none
         else '(select * from ' ~ target ~ ' version as of ' ~ read_snapshot ~ ')' -%}
@@ -147,24 +149,30 @@
     {%- set branch = cdc_batch_branch(target) if on_branch else none -%}
     {%- set written = target ~ '.' ~ cdc_quote('branch_' ~ branch) if on_branch else target -%}
     {%- if on_branch -%}
-        {%- do cdc_drop_stale_branches(target) -%}
         {%- do cdc_execute('alter table ' ~ target ~ ' create branch ' ~ cdc_quote(branch) ~ ' as of version ' ~ read_snapshot) -%}
+        {%- do cdc_fault_point('after_branch_created') -%}
     {%- endif -%}
     {%- if inserts -%}
+        {%- do cdc_fault_point('during_insert') -%}
         {%- do cdc_execute(cdc_insert_changes_sql(
             written, '(select * from ' ~ effective ~ ' where not _cdc_matched)', values)) -%}
+        {%- do cdc_fault_point('after_insert') -%}
     {%- endif -%}
     {%- do cdc_pause_point('before_publish') -%}
     {%- if matched -%}
+        {%- do cdc_fault_point('during_merge') -%}
         {%- do cdc_execute(cdc_merge_matched_sql(written, changes, keys, target_columns, values)) -%}
+        {%- do cdc_fault_point('after_merge') -%}
     {%- endif -%}
     {%- if on_branch -%}
         {%- do cdc_publish_branch(target, branch, read_snapshot) -%}
+        {%- do cdc_fault_point('after_publish') -%}
     {%- endif -%}
     {#- 7. The batch's deletes become tombstones, once the target has committed (then the post-hook
            records the batch's files in the ledger). -#}
     {%- if deletes -%}
         {%- do cdc_record_tombstones(target, changes) -%}
+        {%- do cdc_fault_point('after_tombstones') -%}
     {%- endif -%}
     {{ return("select 'batch applied' as cdc_merge") }}
 {% endmacro %}
@@ -192,17 +200,21 @@ when matched and s._cdc_op <> 'D' and {{ cdc_is_newer('s', 't') }}
         the batch's newest truncate as [timestamp text, sequence], or none: one query for both. -#}
     {%- set checks = [] -%}
     {%- for key in keys -%}
-        {%- do checks.append(("count_if(_cdc_op <> 'T' and " ~ cdc_quote(key) ~ " is null)", "null key column " ~ key)) -%}
+        {%- do checks.append(("count_if(_cdc_op <> 'T' and " ~ cdc_quote(key) ~ " is null)", "null or missing key column " ~ key)) -%}
     {%- endfor -%}
-    {%- do checks.append(("count_if(_cdc_ts is null)", "null commit timestamp (_cdc_ts: the producer's timestamp column)")) -%}
+    {%- do checks.append(("count_if(_cdc_ts is null)", "null commit timestamp (_cdc_ts, from the producer's commit-time column: DMS last_update_time or the task's TimestampColumnName, Debezium source.ts_ms or __source_ts_ms)")) -%}
     {%- do checks.append(("count_if(_cdc_seq is null)", "null change sequence (_cdc_seq)")) -%}
-    {%- do checks.append(("count_if(_cdc_op is null or _cdc_op not in ('I', 'U', 'D', 'T'))", "unknown operation (_cdc_op: the producer's operation column, Op or op)")) -%}
+    {%- set unknown_op = "(_cdc_op is null or _cdc_op not in ('I', 'U', 'D', 'T'))" -%}
+    {%- do checks.append(("count_if" ~ unknown_op, "unknown operation")) -%}
     {%- set sql -%}
         select * from (
             select
                 _cdc_source_file,
                 {#- fixed width, so the greatest text is the newest (_cdc_ts, _cdc_seq) -#}
-                max(case when _cdc_op = 'T' then concat(date_format(_cdc_ts, 'yyyy-MM-dd HH:mm:ss.SSSSSS'), '|', _cdc_seq) end) as newest_truncate
+                max(case when _cdc_op = 'T' then concat(date_format(_cdc_ts, 'yyyy-MM-dd HH:mm:ss.SSSSSS'), '|', _cdc_seq) end) as newest_truncate,
+                {#- the unknown operations themselves (at most 5), for the message -#}
+                array_join(slice(array_sort(collect_set(case when {{ unknown_op }}
+                    then coalesce(concat("'", _cdc_op, "'"), 'null') end)), 1, 5), ', ') as unknown_ops
                 {%- for check in checks %},
                 {{ check[0] }} as check_{{ loop.index }}
                 {%- endfor %}
@@ -221,9 +233,11 @@ when matched and s._cdc_op <> 'D' and {{ cdc_is_newer('s', 't') }}
             {%- do truncates.append(row[1]) -%}
         {%- endif -%}
         {%- for check in checks -%}
-            {%- set failures = row[loop.index + 1] -%}
+            {%- set failures = row[loop.index + 2] -%}
             {%- if failures > 0 -%}
-                {%- do problems.append("  raw file " ~ row[0] ~ ": " ~ failures ~ " change event(s) with " ~ check[1]) -%}
+                {%- set what = check[1] if not loop.last else "unknown operation " ~ row[2]
+                    ~ " (the producer's operation column: Op, __op or op; known: I, U, D and Debezium's r, c, u, d, t)" -%}
+                {%- do problems.append("  raw file " ~ row[0] ~ ": " ~ failures ~ " change event(s) with " ~ what) -%}
             {%- endif -%}
         {%- endfor -%}
     {%- endfor -%}
@@ -461,13 +475,15 @@ where s._cdc_op <> 'D'
 
 
 {% macro cdc_drop_stale_branches(target, older_than_seconds=3600) %}
-    {#- Branches of runs that died before publishing (kill -9, a lost race): they change nothing a
-        reader sees, but keep their data files from expiry. Dropped once an hour old. -#}
+    {#- Branches of runs that died before publishing or dropping them (kill -9, a lost race): they
+        change nothing a reader sees, but keep their data files from expiry. Dropped by the next batch
+        of the table: every one on a single-writer target (no other run can be writing), else once an
+        hour old. -#}
     {%- set now = cdc_epoch_seconds() -%}
     {%- for row in run_query('select name from ' ~ target ~ ".refs where type = 'BRANCH' and name like 'cdc_batch_%'").rows -%}
         {%- set parts = row[0].split('_') -%}
         {%- set created = parts[2] | int(-1) if parts | length == 4 else -1 -%}
-        {%- if created >= 0 and now - created > older_than_seconds -%}
+        {%- if created >= 0 and now - created >= older_than_seconds -%}
             {{ log('cdc: dropping branch ' ~ row[0] ~ ' of ' ~ target ~ ', left by a run that did not finish', info=true) }}
             {%- do cdc_execute('alter table ' ~ target ~ ' drop branch if exists ' ~ cdc_quote(row[0])) -%}
         {%- endif -%}
@@ -507,5 +523,21 @@ where s._cdc_op <> 'D'
         {{ log('cdc: pause point ' ~ name ~ ' of ' ~ this ~ ' reached: waiting ' ~ seconds ~ ' s', info=true) }}
         {%- do cdc_execute("select reflect('java.lang.Thread', 'sleep', cast(" ~ (seconds * 1000) ~ " as bigint))") -%}
         {{ log('cdc: pause point ' ~ name ~ ' of ' ~ this ~ ' passed', info=true) }}
+    {%- endif -%}
+{% endmacro %}
+
+
+{% macro cdc_fault_point(name, relation=none) %}
+    {#- A named point of a run where it can be killed, for the fault injection tests (tests/pytest/test_faults.py): CDC_KILL_AT=<name> or <name>:<model> logs
+        "cdc: kill point <name> of <relation> reached", and the process that runs dbt through
+        python_hooks (`make run`) kills itself with SIGKILL when it sees that line
+        (python_hooks/faults.py): at once, or, for a `during_*` point placed before a statement,
+        CDC_KILL_DELAY seconds later (default 1), while the statement runs. Nothing happens when unset. -#}
+    {%- set wanted = env_var('CDC_KILL_AT', '').split(':') -%}
+    {%- if wanted[0] == name -%}
+        {%- set relation = relation if relation is not none else this -%}
+        {%- if wanted | length == 1 or wanted[1] == relation.identifier -%}
+            {{ log('cdc: kill point ' ~ name ~ ' of ' ~ relation ~ ' reached', info=true) }}
+        {%- endif -%}
     {%- endif -%}
 {% endmacro %}

@@ -111,6 +111,7 @@
 
   {% endif %}
 
+  {% do cdc_fault_point('during_snapshot') %}
   {% call statement('main') %}
       {{ final_sql }}
   {% endcall %}
