@@ -64,6 +64,15 @@ def read_footer(path: Path) -> pa.Schema:
         raise FooterReadError(f"cannot read the Parquet footer of {path}: {error}") from error
     if len(schema) == 0:
         raise FooterReadError(f"the Parquet file {path} has no columns")
+    spellings: dict[str, str] = {}
+    for name in schema.names:
+        first = spellings.setdefault(name.lower(), name)
+        if first != name:
+            raise FooterReadError(
+                f"the Parquet file {path} has columns {first!r} and {name!r}, which differ only in case: Spark"
+                " reads column names case-insensitively, so one of them would be lost; write the file with one"
+                " spelling"
+            )
     return schema
 
 

@@ -8,13 +8,15 @@
 4. `dbt build` (models, snapshots, tests in DAG order), without the tables the hook refused and
    without the current-state models that have nothing to apply (`idle_models`: every raw file of
    their folder is in their ledger), so a run with nothing new reads no raw file and commits nothing;
-5. exit status: non-zero if dbt failed or any change was refused, with one message per refusal.
+5. exit status: non-zero if dbt failed or any change was refused; the last lines, after dbt's own
+   summary, say what was refused or failed and what to do (`run_summary`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Sequence
 
 from python_hooks.warehouse import Warehouse, state_dir
@@ -55,6 +57,25 @@ def idle_models(warehouse: Warehouse, tables) -> set[str]:
     return idle
 
 
+def _size(path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:  # gone since the listing
+        return -1
+
+
+def empty_files(tables) -> list[tuple]:
+    """(table, path) for each raw file of 0 bytes in a local landing folder. Spark's listing skips
+    them, so without this check such a file would wait unseen, and unreported, for ever."""
+    from python_hooks.evolve import landing_files
+
+    found = []
+    for table in tables:
+        if table.folder.is_dir():
+            found += [(table, path) for path in sorted(landing_files(table.folder)) if _size(path) == 0]
+    return found
+
+
 def run_hooks(runner, common_args: Sequence[str] = ()) -> tuple[bool, list[str], set[str], set[str]]:
     """Parse, create the state tables, evolve, find the idle tables. Returns (ok, problems, models dbt
     must not build, models with nothing to apply). `common_args` go to every dbt command and say
@@ -74,6 +95,13 @@ def run_hooks(runner, common_args: Sequence[str] = ()) -> tuple[bool, list[str],
         tables = cdc_tables(parsed.result)
         idle = idle_models(warehouse, tables)
         result = evolve(warehouse, parsed.result, state_dir(), skip=idle)
+    for table, path in empty_files(tables):
+        result.problems.append(
+            f"{table.model} (source {table.source}): raw file {path} is empty (0 bytes): an upload still in"
+            " progress, or one that failed. Spark skips such a file, so it would never be applied: replace it"
+            " with the complete file under the same name, or delete it. The table was not changed."
+        )
+        result.blocked_models.update({table.staging_model, table.model})
     for change in result.applied:
         log.info(
             "schema evolution: %s.%s %s %s -> %s",
@@ -117,7 +145,10 @@ def run_pipeline(
     `common_args` go to every dbt command (e.g. --project-dir, --target-path)."""
     from dbt.cli.main import dbtRunner
 
-    runner = runner or dbtRunner()
+    if runner is None:
+        from python_hooks import faults
+
+        runner = dbtRunner(callbacks=[faults.dbt_callback] if faults.enabled() else [])
     problems: list[str] = []
     blocked: set[str] = set()
     idle: set[str] = set()
@@ -134,10 +165,56 @@ def run_pipeline(
     exclude = ["--exclude", *excluded] if excluded else []
     # Unit tests check the SQL, not the data: they belong to CI (`make test`), not to every scheduled run.
     result = runner.invoke(["build", *exclude, "--exclude-resource-type", "unit_test", *dbt_args, *common_args])
-    if not result.success:
-        log.error("dbt build failed: see the errors above")
-    for problem in problems:
-        log.error("refused: %s", problem)
-    if blocked:
-        log.error("not built this run (fix the above, then run again): %s", ", ".join(sorted(blocked)))
+    for line in run_summary(result, problems, blocked):
+        log.error("%s", line)
     return bool(result.success) and hooks_ok
+
+
+WHAT_TO_DO = (
+    "What to do: fix or remove each raw file named above in its landing folder (or the source change it"
+    " reports), then run again: nothing of a refused batch was applied, and the next run applies it whole"
+    " (README: Operations)."
+)
+
+
+def _one_line(message: str, most: int = 12) -> list[str]:
+    """A dbt error message as its meaningful lines: dbt's 'Compilation Error in model x (path)' header,
+    dbt's macro call chain ('> in macro …'), blank lines and a Spark plan or Java stack trace (all in
+    logs/dbt.log) left out; at most `most` lines."""
+    lines = []
+    for line in (line.strip() for line in str(message).splitlines()):
+        if line.startswith(("+-", ":", "'", "at ", "== ", "Caused by", "JVM stacktrace")):
+            break
+        if line and not line.startswith(">") and not re.match(r"^(Compilation|Runtime|Database) Error( in |$)", line):
+            lines.append(line)
+    if len(lines) > most:
+        lines = [*lines[: most - 1], f"... ({len(lines) - most + 1} more lines in logs/dbt.log)"]
+    return lines
+
+
+def run_summary(result, problems: Sequence[str], blocked: set[str]) -> list[str]:
+    """The run's last lines, after dbt's own summary: what was refused or failed and what to do; one
+    line that all went well otherwise."""
+    failed, skipped = [], []
+    for node_result in getattr(result.result, "results", None) or []:
+        status = str(node_result.status).lower()
+        name = node_result.node.name
+        if status in ("error", "fail", "runtime error"):
+            failed.append((name, _one_line(node_result.message or status)))
+        elif status == "skipped" and getattr(node_result.node, "resource_type", "model") != "test":
+            skipped.append(name)
+    if result.result is None or not hasattr(result.result, "results"):
+        failed.append(("dbt build", _one_line(str(result.exception))))
+    if not failed and not problems:
+        return []
+    lines = [f"this run refused or failed {len(failed) + len(problems)} thing(s); every other table was built:"]
+    lines += [f"refused: {problem}" for problem in problems]
+    if blocked:
+        lines.append(f"not built this run: {', '.join(sorted(blocked))}")
+    for name, message in failed:
+        lines.append(f"failed: {name}: {message[0] if message else 'failed'}")
+        lines.extend(f"  {line}" for line in message[1:])
+    if skipped:
+        lines.append(f"skipped (they depend on the above): {', '.join(sorted(skipped))}")
+    lines.append(WHAT_TO_DO)
+    return lines

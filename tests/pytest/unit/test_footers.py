@@ -166,6 +166,14 @@ def test_unreadable_file_raises_naming_it(tmp_path: Path, dms_files: list[Path],
     assert str(broken) in str(error.value)
 
 
+def test_columns_that_differ_only_in_case_in_one_file_are_refused(tmp_path: Path) -> None:
+    twice = tmp_path / "20261121-124512345.parquet"
+    pq.write_table(pa.table({"id": [1], "country": ["FR"], "COUNTRY": ["DE"]}), twice)
+    with pytest.raises(FooterReadError) as error:
+        read_union_schema([twice])
+    assert str(twice) in str(error.value) and "'country' and 'COUNTRY'" in str(error.value)
+
+
 def test_missing_file_raises_naming_it(tmp_path: Path) -> None:
     missing = tmp_path / "gone.parquet"
     with pytest.raises(FooterReadError, match="gone.parquet"):

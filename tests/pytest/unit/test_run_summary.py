@@ -1,0 +1,63 @@
+"""The last lines of `make run` (python_hooks.pipeline.run_summary), from dbt results as dbtRunner returns them."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from python_hooks.pipeline import WHAT_TO_DO, run_summary
+
+
+def _result(*nodes: tuple[str, str, str | None], exception=None):
+    def node(name: str) -> SimpleNamespace:
+        return SimpleNamespace(name=name, resource_type="test" if name.startswith("not_null") else "model")
+
+    results = [SimpleNamespace(status=s, node=node(n), message=m) for n, s, m in nodes]
+    return SimpleNamespace(result=SimpleNamespace(results=results) if exception is None else None, exception=exception)
+
+
+def test_a_clean_run_says_nothing_more():
+    assert run_summary(_result(("a", "success", "OK"), ("t", "pass", None)), [], set()) == []
+
+
+def test_refusals_and_failures_come_last_with_what_to_do():
+    message = (
+        "Compilation Error in model crm__customer_address (models/current_state/crm/crm__customer_address.sql)\n"
+        "  cdc_merge refused the batch for `s`.`t`; nothing was applied and the table is unchanged:\n"
+        "    raw file 20261103-120000000.parquet: 2 change event(s) with unknown operation 'X'\n\n"
+        "    > in macro cdc_validate_batch (macros/cdc/merge.sql)\n"
+    )
+    lines = run_summary(
+        _result(("crm__customer_master", "success", "OK"), ("crm__customer_address", "error", message),
+                ("customer_snapshot", "skipped", None), ("not_null_x", "skipped", None)),
+        ["crm__x: column city: string -> int is not a safe change"],
+        {"crm__x", "stg_crm__x"},
+    )  # fmt: skip
+    assert lines[0] == "this run refused or failed 2 thing(s); every other table was built:"
+    assert lines[1] == "refused: crm__x: column city: string -> int is not a safe change"
+    assert lines[2] == "not built this run: crm__x, stg_crm__x"
+    assert lines[3].startswith("failed: crm__customer_address: cdc_merge refused the batch for `s`.`t`")
+    assert lines[4] == "  raw file 20261103-120000000.parquet: 2 change event(s) with unknown operation 'X'"
+    assert lines[5] == "skipped (they depend on the above): customer_snapshot"
+    assert lines[-1] == WHAT_TO_DO and len(lines) == 7
+    assert not any("Compilation Error" in line for line in lines)
+
+
+def test_a_build_that_did_not_start_is_named():
+    lines = run_summary(_result(exception=RuntimeError("Could not connect")), [], set())
+    assert lines[1] == "failed: dbt build: Could not connect"
+
+
+def test_a_spark_plan_stays_in_the_log():
+    message = (
+        "Runtime Error\n  [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column `x` cannot be resolved.; line 7 pos 44;\n"
+        "  'Sort ['_cdc_source_file ASC NULLS FIRST], true\n  +- 'Project [*]\n"
+    )
+    lines = run_summary(_result(("m", "error", message)), [], set())
+    assert lines[1] == "failed: m: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column `x` cannot be resolved.; line 7 pos 44;"
+    assert lines[2] == WHAT_TO_DO
+
+
+def test_a_long_refusal_is_cut():
+    message = "cdc_merge refused the batch\n" + "\n".join(f"raw file f{i}: bad" for i in range(30))
+    lines = run_summary(_result(("m", "error", message)), [], set())
+    assert len(lines) == 1 + 12 + 1 and lines[-2] == "  ... (20 more lines in logs/dbt.log)"
