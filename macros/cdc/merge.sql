@@ -528,7 +528,8 @@ where s._cdc_op <> 'D'
 
 
 {% macro cdc_fault_point(name, relation=none) %}
-    {#- A named point of a run where it can be killed, for the fault injection tests (tests/pytest/test_faults.py): CDC_KILL_AT=<name> or <name>:<model> logs
+    {#- A named point of a run where it can be killed, for the fault injection tests
+        (tests/pytest/test_faults.py): CDC_KILL_AT=<name> or <name>:<model> logs
         "cdc: kill point <name> of <relation> reached", and the process that runs dbt through
         python_hooks (`make run`) kills itself with SIGKILL when it sees that line
         (python_hooks/faults.py): at once, or, for a `during_*` point placed before a statement,
