@@ -11,8 +11,9 @@
       2. main    first build / --full-refresh: create the empty table (the model selects no row);
                  incremental: `get_incremental_cdc_merge_sql` merges the batch;
       3. hook    `cdc_finish_batch`: on a first build, insert the whole batch now; then record the
-                 batch's deletes as tombstones and its files in the ledger, drop the batch views,
-                 and compact the table when its delete files call for it (maintenance.sql). -#}
+                 batch's deletes as tombstones, its row in the batch log (batch_log.sql) and its
+                 files in the ledger, drop the batch views, and compact the table when its delete
+                 files call for it (maintenance.sql). -#}
 
 {% macro cdc_current_state(staging_model, unique_key) %}
     {{ config(
@@ -153,9 +154,11 @@ from {{ events }}
     {%- if not rows -%}
         {%- do rows.append('(cast(null as string), cast(0 as bigint), ' ~ cdc_sql_string(mode) ~ ')') -%}
     {%- endif -%}
+    {#- When the batch started, for the batch log (a literal: the view is read later). -#}
+    {%- set started_at = "cast('" ~ modules.datetime.datetime.utcnow().strftime('%Y-%m-%d %H:%M:%S.%f') ~ "' as timestamp)" -%}
     {%- do cdc_execute(
         'create or replace temporary view ' ~ files_view
-        ~ ' as select * from values ' ~ (rows | join(', '))
+        ~ ' as select *, ' ~ started_at ~ ' as started_at from values ' ~ (rows | join(', '))
         ~ ' as batch_files(file_name, change_events, build_mode)'
     ) -%}
     {%- if full_build or (files and reader is none) -%}
@@ -193,6 +196,8 @@ from {{ events }}
                     {%- do cdc_record_tombstones(this, changes) -%}
                 {%- endif -%}
             {%- endif -%}
+            {#- The batch log's row, after the table's commit and before the ledger's (batch_log.sql). -#}
+            {%- do cdc_log_batch(this, files_view) -%}
             {#- Files whose count the listing did not give: counted in the batch (a file with no row
                 is recorded too, with 0). -#}
             {%- set counted = batch.rows[0][1] is not none -%}
@@ -222,7 +227,7 @@ from {{ events }}
     {#- Drops a model's batch views (dropping a cached view uncaches it). `leftovers_only`: first
         look which exist (one statement), as at the start of a batch, where there are none unless a
         run failed earlier in this session. -#}
-    {%- set suffixes = ['effective', 'changes', 'batch_events', 'events', 'batch_files'] -%}
+    {%- set suffixes = ['effective', 'classified', 'changes', 'batch_events', 'events', 'outcome', 'batch_files'] -%}
     {%- if leftovers_only -%}
         {%- set prefix = target.identifier ~ '__cdc_' -%}
         {%- set existing = run_query("show views like " ~ cdc_sql_string(prefix ~ '*')).columns[1].values() | map('lower') | list -%}

@@ -47,6 +47,7 @@
     {%- set batch_events = cdc_batch_view(target, 'batch_events') -%}
     {%- set changes = cdc_batch_view(target, 'changes') -%}
     {%- set effective = cdc_batch_view(target, 'effective') -%}
+    {%- set classified = cdc_batch_view(target, 'classified') -%}
     {%- set tombstone_table = cdc_meta_relation('cdc_tombstones') -%}
     {%- set model_name = cdc_sql_string(target.identifier) -%}
     {%- set noop = "select 'no change to apply' as cdc_merge" -%}
@@ -82,6 +83,9 @@
         ~ (" options ('storageLevel' 'DISK_ONLY')" if into_empty else '')
         ~ ' as ' ~ cdc_batch_changes_sql(batch_events, tombstones, keys)
     ) -%}
+    {#- What became of each event within the batch, for the batch log (batch_log.sql). -#}
+    {%- set batch_outcome = run_query(cdc_batch_outcomes_sql(batch_events, tombstones, keys)).rows[0] -%}
+    {%- set rows_truncated = 0 -%}
 
     {#- 4b. A truncate: a table-wide tombstone, then every row older than it goes. -#}
     {%- if truncate is not none -%}
@@ -91,36 +95,48 @@
             'insert into ' ~ tombstone_table ~ ' select ' ~ model_name ~ ", '*', "
             ~ truncate_ts ~ ', ' ~ truncate_seq ~ ", 'truncate', current_timestamp()"
         ) -%}
-        {%- do cdc_execute(
-            'delete from ' ~ target ~ ' where _cdc_ts < ' ~ truncate_ts
-            ~ ' or (_cdc_ts = ' ~ truncate_ts ~ ' and _cdc_seq <= ' ~ truncate_seq ~ ')'
-        ) -%}
+        {%- set older_than_truncate = '_cdc_ts < ' ~ truncate_ts
+            ~ ' or (_cdc_ts = ' ~ truncate_ts ~ ' and _cdc_seq <= ' ~ truncate_seq ~ ')' -%}
+        {%- set rows_truncated = run_query('select count(*) from ' ~ target ~ ' where ' ~ older_than_truncate).columns[0].values()[0] -%}
+        {%- do cdc_execute('delete from ' ~ target ~ ' where ' ~ older_than_truncate) -%}
     {%- endif -%}
 
     {%- set target_columns = cdc_column_names(target) -%}
     {%- set source_columns = cdc_column_names(events) | map('lower') | list -%}
     {%- if into_empty -%}
         {#- 5-6 of a full build: every last change but a delete, inserted. -#}
+        {%- set ops = run_query("select count_if(_cdc_op <> 'D'), count_if(_cdc_op = 'D') from " ~ changes).rows[0] -%}
+        {%- do cdc_stash_outcome(target, cdc_outcome(batch_outcome, {'insert': ops[0], 'no_row': ops[1]}, rows_truncated)) -%}
         {{ return(cdc_insert_changes_sql(target, changes, cdc_merge_values(target_columns, source_columns))) }}
     {%- endif -%}
 
     {#- 5. Only the changes that change something: newer than the row they touch, and not the same
            event again (same commit time and same content: a re-delivery with a new position).
-           An Iceberg write commits even when no row changes, so an empty set skips it. Each
-           change is flagged by whether its key has a row (_cdc_matched). The target is read at
-           one snapshot (`read_snapshot`), the base of step 6's publish. -#}
+           An Iceberg write commits even when no row changes, so an empty set skips it. Every
+           change is classified once (`classified`: insert, update, delete, or why it changes
+           nothing, counted for the batch log); the effective ones are flagged by whether their
+           key has a row (_cdc_matched). The target is read at one snapshot (`read_snapshot`), the
+           base of step 6's publish. -#}
     {%- do cdc_drop_stale_branches(target, 0 if cdc_single_writer() else 3600) -%}
     {%- set read_snapshot = cdc_current_snapshot(target) -%}
     {%- set current_rows = target if read_snapshot is none
         else '(select * from ' ~ target ~ ' version as of ' ~ read_snapshot ~ ')' -%}
-    {%- do cdc_execute('cache table ' ~ effective ~ ' as ' ~ cdc_effective_changes_sql(changes, current_rows, keys, match_flag=true)) -%}
-    {%- set counts = run_query(
-        'select count_if(_cdc_matched), count_if(not _cdc_matched),'
-        ~ " (select count_if(_cdc_op = 'D') from " ~ changes ~ ') from ' ~ effective
-    ).rows[0] -%}
-    {%- set matched = counts[0] > 0 -%}
-    {%- set inserts = counts[1] > 0 -%}
-    {%- set deletes = counts[2] > 0 -%}
+    {%- do cdc_execute('cache table ' ~ classified ~ ' as ' ~ cdc_effective_changes_sql(changes, current_rows, keys, outcome=true)) -%}
+    {%- do cdc_execute(
+        'create or replace temporary view ' ~ effective ~ ' as select *, _cdc_outcome <> ' ~ "'insert'"
+        ~ ' as _cdc_matched from ' ~ classified ~ " where _cdc_outcome in ('insert', 'update', 'delete')"
+    ) -%}
+    {%- set by_outcome = {} -%}
+    {%- set delete_changes = [] -%}
+    {%- for row in run_query(
+        "select _cdc_outcome, count(*), count_if(_cdc_op = 'D') from " ~ classified ~ ' group by _cdc_outcome').rows -%}
+        {%- do by_outcome.update({row[0]: row[1]}) -%}
+        {%- do delete_changes.append(row[2]) -%}
+    {%- endfor -%}
+    {%- do cdc_stash_outcome(target, cdc_outcome(batch_outcome, by_outcome, rows_truncated)) -%}
+    {%- set matched = by_outcome.get('update', 0) + by_outcome.get('delete', 0) > 0 -%}
+    {%- set inserts = by_outcome.get('insert', 0) > 0 -%}
+    {%- set deletes = delete_changes | sum > 0 -%}
     {%- if not matched and not inserts -%}
         {%- if deletes -%}
             {%- do cdc_record_tombstones(target, changes) -%}
@@ -227,6 +243,7 @@ when matched and s._cdc_op <> 'D' and {{ cdc_is_newer('s', 't') }}
     {%- endset -%}
     {%- set found = run_query(sql) -%}
     {%- set problems = [] -%}
+    {%- set bad_files = [] -%}
     {%- set truncates = [] -%}
     {%- for row in found.rows -%}
         {%- if row[1] is not none -%}
@@ -238,10 +255,17 @@ when matched and s._cdc_op <> 'D' and {{ cdc_is_newer('s', 't') }}
                 {%- set what = check[1] if not loop.last else "unknown operation " ~ row[2]
                     ~ " (the producer's operation column: Op, __op or op; known: I, U, D and Debezium's r, c, u, d, t)" -%}
                 {%- do problems.append("  raw file " ~ row[0] ~ ": " ~ failures ~ " change event(s) with " ~ what) -%}
+                {%- if row[0] not in bad_files -%}
+                    {%- do bad_files.append(row[0]) -%}
+                {%- endif -%}
             {%- endif -%}
         {%- endfor -%}
     {%- endfor -%}
     {%- if problems -%}
+        {%- set events_read = run_query('select count(*) from ' ~ batch_events).columns[0].values()[0] -%}
+        {%- do cdc_log_batch(target, cdc_batch_view(target, 'batch_files'), refused={
+            'files': bad_files | length, 'events': events_read,
+            'reason': 'cdc_merge refused the batch:' ~ (problems | join(';')) | replace('  raw file', ' raw file')}) -%}
         {%- do cdc_drop_batch_views(target) -%}
         {{ exceptions.raise_compiler_error(
             "cdc_merge refused the batch for " ~ target ~ "; nothing was applied and the table is unchanged:\n"
@@ -252,10 +276,15 @@ when matched and s._cdc_op <> 'D' and {{ cdc_is_newer('s', 't') }}
 {% endmacro %}
 
 
-{% macro cdc_batch_changes_sql(events, tombstones, keys) %}
+{% macro cdc_batch_changes_sql(events, tombstones, keys, outcomes=false) %}
     {#- Step 3 of the merge, as one query: the last change per key of the batch `events`, minus the
         changes older than the key's tombstone or a truncate. `tombstones` holds this model's rows
         of cdc_tombstones (key_json, _cdc_ts, _cdc_seq).
+        `outcomes`: instead, every change event but the truncates, as (_cdc_op, _cdc_ts,
+        _cdc_outcome): 'superseded' (a newer change of its key in the batch), 'redelivered' (a copy
+        of a newer-ranked event of the batch: same key, operation, time and content), 'truncated',
+        'tombstoned', or null for the changes the query returns otherwise (the batch log's counts,
+        macros/cdc/batch_log.sql).
         Subqueries, not CTEs: the merge caches this query (`cache table ... as`), and Spark 3.5
         never matches a cached plan that holds a CTE (its ids differ at every analysis,
         SPARK-46741), so every later read of the cached view would compute it again, and the
@@ -265,8 +294,25 @@ when matched and s._cdc_op <> 'D' and {{ cdc_is_newer('s', 't') }}
     {%- endset -%}
     {%- set key_json -%}
         to_json(named_struct({% for key in keys %}{{ cdc_sql_string(key) }}, {{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %}))
+    {%- endset -%}
+    {%- set order_by = 'events._cdc_ts desc, events._cdc_seq desc, events._cdc_source_file desc' -%}
+    {%- set after_truncate = '(truncated.newest is null or ' ~ cdc_is_newer('latest', 'truncated.newest') ~ ')' -%}
+    {%- set after_tombstone -%}
+        (tombstones.key_json is null or latest._cdc_op = 'D' or {{ cdc_is_newer('latest', 'tombstones.newest') }})
     {%- endset %}
-        select latest.*
+        select
+        {%- if outcomes %}
+            latest._cdc_op,
+            latest._cdc_ts,
+            case
+                when latest._cdc_change_rank > 1 and latest._cdc_copy_rank > 1 then 'redelivered'
+                when latest._cdc_change_rank > 1 then 'superseded'
+                when not {{ after_truncate }} then 'truncated'
+                when not {{ after_tombstone }} then 'tombstoned'
+            end as _cdc_outcome
+        {%- else %}
+            latest.*
+        {%- endif %}
         from (
             select
                 ranked.*,
@@ -274,14 +320,19 @@ when matched and s._cdc_op <> 'D' and {{ cdc_is_newer('s', 't') }}
             from (
                 select
                     events.*,
+                    row_number() over (partition by {{ key_list }} order by {{ order_by }}) as _cdc_change_rank
+                    {%- if outcomes %},
                     row_number() over (
-                        partition by {{ key_list }}
-                        order by events._cdc_ts desc, events._cdc_seq desc, events._cdc_source_file desc
-                    ) as _cdc_change_rank
+                        partition by {{ key_list }}, events._cdc_op, events._cdc_ts, events._cdc_row_hash
+                        order by {{ order_by }}
+                    ) as _cdc_copy_rank
+                    {%- endif %}
                 from {{ events }} as events
                 where events._cdc_op <> 'T'
             ) as ranked
+            {%- if not outcomes %}
             where ranked._cdc_change_rank = 1
+            {%- endif %}
         ) as latest
         cross join (
             select max(struct(truncates._cdc_ts, truncates._cdc_seq)) as newest
@@ -300,26 +351,39 @@ when matched and s._cdc_op <> 'D' and {{ cdc_is_newer('s', 't') }}
             group by tombstones.key_json
         ) as tombstones
             on latest._cdc_key_json = tombstones.key_json
+        {%- if not outcomes %}
         where
-            (truncated.newest is null or {{ cdc_is_newer('latest', 'truncated.newest') }})
-            and (
-                tombstones.key_json is null
-                or latest._cdc_op = 'D'
-                or {{ cdc_is_newer('latest', 'tombstones.newest') }}
-            )
+            {{ after_truncate }}
+            and {{ after_tombstone }}
+        {%- endif %}
 {% endmacro %}
 
 
-{% macro cdc_effective_changes_sql(changes, current_rows, keys, match_flag=false) %}
+{% macro cdc_effective_changes_sql(changes, current_rows, keys, outcome=false) %}
     {#- Step 5 of the merge: the changes that change something, newer than the row they touch and
-        not the same event again. -#}
+        not the same event again. `outcome`: instead, every change with `_cdc_outcome`, what it
+        does to the table: 'insert', 'update', 'delete', or why it changes nothing: 'older' (than
+        the key's row), 'redelivered' (the row's own event: same time and sequence, or same time
+        and content), 'no_row' (a delete of a key with no row). -#}
     {%- set key_list -%}
         {% for key in keys %}{{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %}
+    {%- endset -%}
+    {%- set same_event -%}
+        changes._cdc_op = current_rows._cdc_op
+        and changes._cdc_ts = current_rows._cdc_ts
+        and changes._cdc_row_hash = current_rows._cdc_row_hash
     {%- endset %}
         select
             changes.*
-            {%- if match_flag %},
-            current_rows._cdc_ts is not null as _cdc_matched
+            {%- if outcome %},
+            case
+                when current_rows._cdc_ts is null then if(changes._cdc_op = 'D', 'no_row', 'insert')
+                when not {{ cdc_is_newer('changes', 'current_rows') }} then
+                    if(changes._cdc_ts = current_rows._cdc_ts and changes._cdc_seq = current_rows._cdc_seq, 'redelivered', 'older')
+                when {{ same_event }} then 'redelivered'
+                when changes._cdc_op = 'D' then 'delete'
+                else 'update'
+            end as _cdc_outcome
             {%- endif %}
         from {{ changes }} as changes
         left join (
@@ -337,16 +401,14 @@ when matched and s._cdc_op <> 'D' and {{ cdc_is_newer('s', 't') }}
                 on {% for key in keys %}current_rows.{{ cdc_quote(key) }} = batch_keys.{{ cdc_quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
         ) as current_rows
             on {% for key in keys %}changes.{{ cdc_quote(key) }} = current_rows.{{ cdc_quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
+        {%- if not outcome %}
         where
             case
                 when current_rows._cdc_ts is null then changes._cdc_op <> 'D'
                 else {{ cdc_is_newer('changes', 'current_rows') }}
-                    and not (
-                        changes._cdc_op = current_rows._cdc_op
-                        and changes._cdc_ts = current_rows._cdc_ts
-                        and changes._cdc_row_hash = current_rows._cdc_row_hash
-                    )
+                    and not ({{ same_event }})
             end
+        {%- endif %}
 {% endmacro %}
 
 

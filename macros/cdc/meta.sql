@@ -9,7 +9,10 @@
     - erasure_register: the keyed hash of every erased data subject key, and rectification_register:
       the keyed hash of every rectified old value with its correction, which staging consults
       (macros/cdc/erasure.sql); erasure_log: what each erasure or rectification did, no personal data
-      (python_hooks/erase.py).
+      (python_hooks/erase.py);
+    - cdc_batch_log: one row per current-state model per run that had raw files to apply: what the
+      batch read, what it did to the table, what it ignored and why, what was refused, and the lag
+      (macros/cdc/batch_log.sql; docs: models/staging/_cdc_meta__sources.yml).
     Created by `on-run-start`; safe to run any number of times. -#}
 
 {% macro cdc_meta_schema() -%}
@@ -103,6 +106,36 @@
                 snapshots_expired bigint,
                 files_removed bigint
             ) using iceberg
+            tblproperties (\'format-version\' = \'2\')'
+        ) -%}
+        {%- do cdc_execute(
+            'create table if not exists ' ~ cdc_meta_relation('cdc_batch_log') ~ ' (
+                run_id string,
+                model_name string,
+                status string,
+                build_mode string,
+                started_at timestamp,
+                finished_at timestamp,
+                seconds double,
+                files bigint,
+                change_events bigint,
+                rows_inserted bigint,
+                rows_updated bigint,
+                rows_deleted bigint,
+                ignored_older bigint,
+                ignored_redelivered bigint,
+                ignored_tombstoned bigint,
+                ignored_truncated bigint,
+                superseded bigint,
+                deletes_without_row bigint,
+                truncates bigint,
+                files_refused bigint,
+                refusal string,
+                newest_commit_at timestamp,
+                lag_seconds double,
+                snapshot_id bigint
+            ) using iceberg
+            partitioned by (model_name)
             tblproperties (\'format-version\' = \'2\')'
         ) -%}
     {%- endif -%}

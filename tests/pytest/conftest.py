@@ -43,20 +43,24 @@ class Dbt:
         self._runner = dbtRunner()
         self._work = work
 
-    def _common(self, landing: Path, schema: str) -> list[str]:
+    def _common(self, landing: Path, schema: str, project: Path | None = None) -> list[str]:
+        """`project`: another project folder than this one (e.g. a copy a test changed)."""
         os.environ["CDC_LANDING_ROOT"] = str(landing)
         os.environ["CDC_SCHEMA"] = schema
         target = self._work / schema
-        return ["--project-dir", str(PROJECT), "--target-path", str(target), "--log-path", str(target / "logs")]
+        project_dir = str(project or PROJECT)
+        return ["--project-dir", project_dir, "--target-path", str(target), "--log-path", str(target / "logs")]
 
-    def __call__(self, *args: str, landing: Path, schema: str, target: str = "local"):
-        return self._runner.invoke([*args, *self._common(landing, schema), "--target", target])
+    def __call__(self, *args: str, landing: Path, schema: str, target: str = "local", project: Path | None = None):
+        return self._runner.invoke([*args, *self._common(landing, schema, project), "--target", target])
 
-    def pipeline(self, *build_args: str, landing: Path, schema: str, target: str = "local") -> bool:
+    def pipeline(
+        self, *build_args: str, landing: Path, schema: str, target: str = "local", project: Path | None = None
+    ) -> bool:
         """`make run`: the Python hooks, then `dbt build` (python_hooks.pipeline), in this process."""
         from python_hooks.pipeline import run_pipeline
 
-        common = [*self._common(landing, schema), "--target", target]
+        common = [*self._common(landing, schema, project), "--target", target]
         return run_pipeline(build_args, runner=self._runner, common_args=common)
 
 
@@ -135,14 +139,39 @@ def record_stages(
     `actual(spark, schema)` and `expected(landing)` return {table: {key: row}}."""
     recorded = {}
     for stage in range(1, stages + 1):
-        write_stage(landing, stage)
+        written = write_stage(landing, stage)
         result = dbt("run", *select, landing=landing, schema=schema)
         recorded[stage] = {
             "success": result.success,
             "actual": actual(spark, schema) if result.success else None,
             "expected": expected(landing),
+            "written": list(written),
         }
     return recorded
+
+
+def batch_log(spark, schema: str) -> dict[str, list[dict]]:
+    """model -> its cdc_batch_log rows, oldest first."""
+    rows = spark.sql(f"select * from {schema}_cdc_meta.cdc_batch_log order by started_at").collect()
+    result: dict[str, list[dict]] = {}
+    for row in rows:
+        result.setdefault(row["model_name"], []).append(row.asDict())
+    return result
+
+
+def assert_batch_log(logged: list[dict], expected: list[dict], label: str) -> None:
+    """The batch log's rows of one model, one per stage, against the replay's counts
+    (replay_counts.py), every count and the newest commit time."""
+    assert len(logged) == len(expected), f"{label}: {len(logged)} batch log rows for {len(expected)} batches"
+    for stage, (row, counts) in enumerate(zip(logged, expected, strict=True), start=1):
+        assert row["status"] == "applied", f"{label} stage {stage}: {row}"
+        assert row["build_mode"] == ("full" if stage == 1 else "incremental"), f"{label} stage {stage}"
+        actual = {name: row[name] for name in counts if name != "rows"}
+        wanted = {name: _normalise(value) for name, value in counts.items() if name != "rows"}
+        assert actual == wanted, f"{label} stage {stage}: logged {actual}, replay {wanted}"
+        assert row["files_refused"] == 0 and row["refusal"] is None
+        assert row["finished_at"] >= row["started_at"] and row["seconds"] >= 0
+        assert row["lag_seconds"] == pytest.approx((row["finished_at"] - row["newest_commit_at"]).total_seconds())
 
 
 def assert_stage(recorded: dict, stage: int) -> None:

@@ -8,7 +8,16 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import assert_same_table, assert_stage, record_stages, snapshot_ids, table_rows
+from conftest import (
+    assert_batch_log,
+    assert_same_table,
+    assert_stage,
+    batch_log,
+    record_stages,
+    snapshot_ids,
+    table_rows,
+)
+from replay_counts import debezium_counts
 from replay_debezium import replay_topic
 
 from sample_data import debezium
@@ -53,12 +62,23 @@ def lake(dbt, spark, tmp_path_factory):
     stages = record_stages(
         dbt, spark, landing, schema, debezium.write_stage, debezium.STAGES, all_actual, all_expected, select=SELECT
     )
-    return {"landing": landing, "schema": schema, "stages": stages}
+    return {"landing": landing, "schema": schema, "stages": stages, "batch_log": batch_log(spark, schema)}
 
 
 @pytest.mark.parametrize("stage", range(1, debezium.STAGES + 1))
 def test_each_stage_equals_replay(lake, stage):
     assert_stage(lake["stages"], stage)
+
+
+@pytest.mark.parametrize("topic", MODELS)
+def test_batch_log_agrees_with_replay_counts(lake, topic):
+    """cdc_batch_log: one row per stage's run, its counts equal to the replay's, batch by batch
+    (re-deliveries, late events, the truncate and its older changes included)."""
+    topic_dir = debezium.topic_dir(lake["landing"], topic)
+    stage_files = [{p.name for p in lake["stages"][s]["written"] if topic_dir in p.parents} for s in lake["stages"]]
+    spec = debezium.TOPICS[topic]
+    expected = debezium_counts(topic_dir, spec["shape"], spec["key"], stage_files)
+    assert_batch_log(lake["batch_log"][MODELS[topic][0]], expected, topic)
 
 
 def test_seed_scenario_by_value(lake, spark):

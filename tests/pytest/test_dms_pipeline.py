@@ -12,7 +12,16 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import assert_same_table, assert_stage, record_stages, snapshot_ids, table_rows
+from conftest import (
+    assert_batch_log,
+    assert_same_table,
+    assert_stage,
+    batch_log,
+    record_stages,
+    snapshot_ids,
+    table_rows,
+)
+from replay_counts import dms_counts
 from replay_dms import replay
 
 from sample_data import dms
@@ -62,12 +71,22 @@ def lake(dbt, spark, tmp_path_factory):
     stages = record_stages(
         dbt, spark, landing, schema, dms.write_stage, dms.STAGES, all_actual, all_expected, select=SELECT
     )
-    return {"landing": landing, "schema": schema, "stages": stages}
+    return {"landing": landing, "schema": schema, "stages": stages, "batch_log": batch_log(spark, schema)}
 
 
 @pytest.mark.parametrize("stage", range(1, dms.STAGES + 1))
 def test_each_stage_equals_replay(lake, stage):
     assert_stage(lake["stages"], stage)
+
+
+@pytest.mark.parametrize("table", dms.TABLES)
+def test_batch_log_agrees_with_replay_counts(lake, table):
+    """cdc_batch_log: one row per stage's run, its counts (rows inserted, updated, deleted; changes
+    ignored by reason) equal to the replay's, batch by batch."""
+    stage_files = [{p.name for p in lake["stages"][s]["written"] if p.parent.name == table} for s in lake["stages"]]
+    expected = dms_counts(lake["landing"] / "dms" / "crm" / table, KEY, stage_files)
+    assert_batch_log(lake["batch_log"][f"crm__{table}"], expected, table)
+    assert expected[-1]["rows"] == len(expected_state(lake["landing"], table))
 
 
 def test_hard_cases_by_value(lake, spark):
