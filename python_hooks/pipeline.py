@@ -8,27 +8,37 @@
 4. `dbt build` (models, snapshots, tests in DAG order), without the tables the hook refused and
    without the current-state models that have nothing to apply (`idle_models`: every raw file of
    their folder is in their ledger), so a run with nothing new reads no raw file and commits nothing;
-5. exit status: non-zero if dbt failed or any change was refused; the last lines, after dbt's own
-   summary, say what was refused or failed and what to do (`run_summary`).
+5. the batch log gets a row for each table the hooks refused (the merge writes the others'),
+   and the run ends with a short table, one line per current-state table: rows now, what this run
+   inserted, updated, deleted, ignored and refused, and the lag (python_hooks/status.py);
+6. exit status: non-zero if dbt failed or any change was refused; the last lines say what was
+   refused or failed and what to do (`run_summary`).
+
+dbt's own lines (one per model, snapshot and test) go to logs/dbt.log; `CDC_VERBOSE=1` (or
+`run --verbose`) shows them too. Without it, one progress line per current-state table.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import re
+import sys
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
+from python_hooks import env
 from python_hooks.warehouse import Warehouse, state_dir
 
 log = logging.getLogger(__name__)
 
 
-def idle_models(warehouse: Warehouse, tables) -> set[str]:
-    """The current-state models (and their staging models) with nothing to apply: the table exists
-    and every raw file its folder lists is in its ledger. One query over the folders' listings (the
-    binaryFile tables staging made, macros/cdc/landing.sql) and the ledger; no raw file is read.
-    A model whose listing table does not exist yet is not idle."""
+def pending_files(warehouse: Warehouse, tables) -> dict[str, int]:
+    """model -> how many raw files its folder lists that its ledger does not: the files waiting.
+    One query over the folders' listings (the binaryFile tables staging made, macros/cdc/landing.sql)
+    and the ledger; no raw file is read. Only models whose table and listing table exist."""
     from python_hooks.schema_plan import quote_ident, sql_string
 
     meta = warehouse.meta_schema
@@ -36,7 +46,7 @@ def idle_models(warehouse: Warehouse, tables) -> set[str]:
         t for t in tables if warehouse.table_exists(t.schema, t.identifier) and warehouse.table_exists(meta, t.probe)
     ]
     if not known or not warehouse.table_exists(meta, "cdc_file_ledger"):
-        return set()
+        return {}
     parts = []
     for table in known:
         probe = f"{quote_ident(meta)}.{quote_ident(table.probe)}"
@@ -49,9 +59,16 @@ def idle_models(warehouse: Warehouse, tables) -> set[str]:
             f" where model_name = {sql_string(table.identifier)}) as ledger"
             f" on listing.file_name = ledger.file_name"
         )
-    pending = dict(warehouse.query(" union all ".join(parts)))
+    return {model: int(pending) for model, pending in warehouse.query(" union all ".join(parts))}
+
+
+def idle_models(warehouse: Warehouse, tables) -> set[str]:
+    """The current-state models (and their staging models) with nothing to apply: the table exists
+    and every raw file its folder lists is in its ledger (`pending_files`). A model whose listing
+    table does not exist yet is not idle."""
+    pending = pending_files(warehouse, tables)
     idle = set()
-    for table in known:
+    for table in tables:
         if pending.get(table.model, 1) == 0:
             idle.update({table.model, table.staging_model})
     return idle
@@ -76,20 +93,36 @@ def empty_files(tables) -> list[tuple]:
     return found
 
 
-def run_hooks(runner, common_args: Sequence[str] = ()) -> tuple[bool, list[str], set[str], set[str]]:
-    """Parse, create the state tables, evolve, find the idle tables. Returns (ok, problems, models dbt
-    must not build, models with nothing to apply). `common_args` go to every dbt command and say
-    which target the hooks use (--target)."""
+@dataclass
+class Hooks:
+    """What the hooks found: `blocked` models dbt must not build (refused), `idle` ones with nothing
+    to apply, and, per refused current-state model, its problems (`refusals`)."""
+
+    ok: bool
+    problems: list[str]
+    blocked: set[str] = field(default_factory=set)
+    idle: set[str] = field(default_factory=set)
+    manifest: object = None
+    tables: list = field(default_factory=list)
+    refusals: dict[str, list[str]] = field(default_factory=dict)
+    started_at: dt.datetime | None = None
+
+
+def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False) -> Hooks:
+    """Parse, create the state tables, evolve, find the idle tables. `common_args` go to every dbt
+    command and say which target the hooks use (--target); `quiet`: dbt's lines to its log file only."""
     from python_hooks.evolve import cdc_tables, evolve
 
-    parsed = runner.invoke(["parse", *common_args])
+    started_at = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    flags = ["--quiet"] if quiet else []
+    parsed = runner.invoke(["parse", *flags, *common_args])
     if not parsed.success:
-        return False, ["dbt parse failed: see the errors above"], set(), set()
-    started = runner.invoke(["run-operation", "cdc_create_meta_tables", *common_args])
+        return Hooks(False, ["dbt parse failed: see the errors above"])
+    started = runner.invoke(["run-operation", "cdc_create_meta_tables", *flags, *common_args])
     if not started.success:
-        return False, ["could not connect to the warehouse / create the pipeline state tables"], set(), set()
+        return Hooks(False, ["could not connect to the warehouse / create the pipeline state tables"])
     with Warehouse.open(common_args) as warehouse:
-        log.info(
+        log.debug(
             "target %s, schema %s, landing %s", warehouse.target, warehouse.schema, os.environ.get("CDC_LANDING_ROOT")
         )
         tables = cdc_tables(parsed.result)
@@ -112,9 +145,114 @@ def run_hooks(runner, common_args: Sequence[str] = ()) -> tuple[bool, list[str],
             change.new_type,
         )
     if idle:
-        quiet = sorted(t.model for t in tables if t.model in idle)
-        log.info("nothing new for %s: not built this run", ", ".join(quiet))
-    return result.ok, result.problems, result.blocked_models, idle
+        quiet_models = sorted(t.model for t in tables if t.model in idle)
+        log.info("nothing new for %s: not built this run", ", ".join(quiet_models))
+    refusals = {
+        t.model: [p for p in result.problems if t.model in p] for t in tables if t.model in result.blocked_models
+    }
+    return Hooks(result.ok, result.problems, result.blocked_models, idle, parsed.result, tables, refusals, started_at)
+
+
+def log_refusals(warehouse: Warehouse, hooks: Hooks, run_id: str) -> None:
+    """A cdc_batch_log row (status 'refused') for each current-state table the hooks refused: dbt did
+    not build it, so its merge wrote none. files: those waiting; files_refused: those the refusal
+    names (at least one)."""
+    from python_hooks.evolve import landing_files
+    from python_hooks.schema_plan import quote_ident, sql_string
+
+    if not hooks.refusals or not warehouse.table_exists(warehouse.meta_schema, "cdc_batch_log"):
+        return
+    waiting = pending_files(warehouse, hooks.tables)
+    values = []
+    for table in hooks.tables:
+        problems = hooks.refusals.get(table.model)
+        if problems is None:
+            continue
+        names = {p.name for p in landing_files(table.folder)} if table.folder.is_dir() else set()
+        named = sum(any(name in problem for problem in problems) for name in names)
+        values.append(
+            f"({sql_string(run_id)}, {sql_string(table.identifier)}, 'refused', cast(null as string),"
+            f" cast('{hooks.started_at:%Y-%m-%d %H:%M:%S.%f}' as timestamp), current_timestamp(),"
+            f" cast(null as double), {waiting.get(table.model, named)}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,"
+            f" {max(1, named)}, {sql_string(' '.join(problems))}, cast(null as timestamp),"
+            " cast(null as double), cast(null as bigint))"
+        )
+    if values:
+        relation = f"{quote_ident(warehouse.meta_schema)}.cdc_batch_log"
+        warehouse.execute(
+            f"insert into {relation} select run_id, model_name, status, build_mode, started_at, finished_at,"
+            " (unix_micros(finished_at) - unix_micros(started_at)) / 1e6, files, change_events, rows_inserted,"
+            " rows_updated, rows_deleted, ignored_older, ignored_redelivered, ignored_tombstoned,"
+            " ignored_truncated, superseded, deletes_without_row, truncates, files_refused, refusal,"
+            " newest_commit_at, lag_seconds, snapshot_id"
+            f" from values {', '.join(values)} as refused(run_id, model_name, status, build_mode, started_at,"
+            " finished_at, seconds, files, change_events, rows_inserted, rows_updated, rows_deleted,"
+            " ignored_older, ignored_redelivered, ignored_tombstoned, ignored_truncated, superseded,"
+            " deletes_without_row, truncates, files_refused, refusal, newest_commit_at, lag_seconds, snapshot_id)"
+        )
+
+
+class Progress:
+    """A dbtRunner callback: one line when a current-state table's batch is done, the project's own
+    `cdc: ...` log lines, and the count of the other nodes and of the tests, while dbt's own lines
+    go to its log file."""
+
+    def __init__(self, stream=None) -> None:
+        self.stream = stream or sys.stdout
+        self.tables: set[str] = set()
+        self.reset()
+
+    def reset(self) -> None:
+        self.done = 0
+        self.others = 0
+        self.tests: dict[str, int] = {}
+
+    def __call__(self, event) -> None:
+        name = event.info.name
+        if name == "JinjaLogInfo" and str(getattr(event.data, "msg", "")).startswith("cdc: "):
+            # the project's own notes (a branch dropped, a pause or kill point): shown even when quiet
+            print(f"  {event.data.msg}", file=self.stream, flush=True)
+            return
+        if name not in ("LogModelResult", "LogSnapshotResult", "LogTestResult", "LogSeedResult"):
+            return
+        data = event.data
+        node = getattr(data, "node_info", None)
+        node_name = getattr(node, "node_name", "") if node else ""
+        status = str(getattr(data, "status", "")).lower()
+        if name == "LogTestResult":
+            self.tests[status] = self.tests.get(status, 0) + 1
+        elif node_name in self.tables:
+            self.done += 1
+            seconds = getattr(data, "execution_time", 0.0)
+            print(
+                f"  {node_name}: {'applied' if status in ('success', 'ok') else status} ({seconds:.1f} s)",
+                file=self.stream,
+                flush=True,
+            )
+        else:
+            self.others += 1
+
+    def closing(self) -> str:
+        tests = ", ".join(f"{n} {status}" for status, n in sorted(self.tests.items())) or "none"
+        return f"  {self.others} other model(s) and snapshot(s) built; tests: {tests}"
+
+
+def make_runner(progress: bool = True):
+    """The dbtRunner of `make run` / `make demo`: with the fault-injection callback when
+    CDC_KILL_AT is set (python_hooks/faults.py), and the progress lines unless `progress` is false."""
+    from dbt.cli.main import dbtRunner
+
+    from python_hooks import faults
+
+    callbacks = [faults.dbt_callback] if faults.enabled() else []
+    if progress:
+        callbacks.append(Progress())
+    return dbtRunner(callbacks=callbacks)
+
+
+def verbose() -> bool:
+    """CDC_VERBOSE=1: dbt's own lines on the console too (they always go to logs/dbt.log)."""
+    return os.environ.get("CDC_VERBOSE", "").lower() in ("1", "true", "yes")
 
 
 # dbt options that concern every command of the run (parse, run-operation, build), not only build.
@@ -138,36 +276,92 @@ def split_shared_options(args: Sequence[str]) -> tuple[list[str], list[str]]:
     return build, shared
 
 
+def _progress(runner) -> Progress | None:
+    for callback in getattr(runner, "callbacks", None) or []:
+        if isinstance(callback, Progress):
+            return callback
+    return None
+
+
 def run_pipeline(
     dbt_args: Sequence[str] = (), runner=None, hooks: bool = True, common_args: Sequence[str] = ()
 ) -> bool:
     """True when every step succeeded. `runner` lets a caller reuse one dbtRunner (one Spark session);
     `common_args` go to every dbt command (e.g. --project-dir, --target-path)."""
-    from dbt.cli.main import dbtRunner
-
     if runner is None:
-        from python_hooks import faults
-
-        runner = dbtRunner(callbacks=[faults.dbt_callback] if faults.enabled() else [])
-    problems: list[str] = []
-    blocked: set[str] = set()
-    idle: set[str] = set()
-    hooks_ok = True
+        runner = make_runner(progress=not verbose())
     dbt_args, shared = split_shared_options(dbt_args)
     common_args = [*common_args, *shared]
+    env.announce(env.environ_for(list(common_args)))
+    progress = _progress(runner)
+    quiet = progress is not None and not verbose()
+    found = Hooks(True, [])
     if hooks:
-        hooks_ok, problems, blocked, idle = run_hooks(runner, common_args)
-        if not hooks_ok and not blocked:
-            for problem in problems:
+        found = run_hooks(runner, common_args, quiet=quiet)
+        if not found.ok and not found.blocked:
+            for problem in found.problems:
                 log.error(problem)
             return False
-    excluded = sorted({f"{model}+" for model in blocked} | idle)
+    excluded = sorted({f"{model}+" for model in found.blocked} | found.idle)
     exclude = ["--exclude", *excluded] if excluded else []
+    if progress is not None:
+        progress.reset()
+        progress.tables = {t.model for t in found.tables}
+        building = len(progress.tables - found.idle - found.blocked)
+        idle = len(progress.tables & found.idle)
+        print(
+            f"dbt build: {building} table(s) with new files, {idle} with nothing new"
+            + (f", {len(found.refusals)} refused" if found.refusals else "")
+            + (" (dbt's own lines: logs/dbt.log, or CDC_VERBOSE=1)" if quiet else ""),
+            flush=True,
+        )
+    started = time.monotonic()
     # Unit tests check the SQL, not the data: they belong to CI (`make test`), not to every scheduled run.
-    result = runner.invoke(["build", *exclude, "--exclude-resource-type", "unit_test", *dbt_args, *common_args])
-    for line in run_summary(result, problems, blocked):
+    result = runner.invoke(
+        [
+            "build",
+            *exclude,
+            "--exclude-resource-type",
+            "unit_test",
+            *(["--quiet"] if quiet else []),
+            *dbt_args,
+            *common_args,
+        ]
+    )
+    if progress is not None:
+        print(f"{progress.closing()} ({time.monotonic() - started:.0f} s)", flush=True)
+    if found.refusals:
+        from dbt_common.invocation import get_invocation_id
+
+        with Warehouse.open(common_args) as warehouse:
+            log_refusals(warehouse, found, get_invocation_id())
+    if progress is not None and found.manifest is not None:
+        report(found, common_args)
+    for line in run_summary(result, found.problems, found.blocked):
         log.error("%s", line)
-    return bool(result.success) and hooks_ok
+    return bool(result.success) and found.ok
+
+
+def report(found: Hooks, common_args: Sequence[str], stream=None) -> list[str]:
+    """Prints the run's table: one line per current-state table, from the batch log rows of this
+    run (the build's dbt invocation id)."""
+    from dbt_common.invocation import get_invocation_id
+
+    from python_hooks import status
+
+    run_id = get_invocation_id()
+    try:
+        with Warehouse.open(common_args) as warehouse:
+            statuses = status.collect(warehouse, found.manifest)
+            run_rows = status.log_rows(warehouse, f"run_id = '{run_id}'")
+    except Exception as error:  # the table is a report: a failure to read it must not hide the run's result
+        log.warning("could not read the batch log for the run's summary: %s", str(error).splitlines()[0])
+        return []
+    lines = [f"this run ({run_id[:8]}), per current-state table; {status.LOG_TABLE} has the details:"]
+    lines += status.run_table(statuses, run_rows)
+    for line in lines:
+        print(line, file=stream or sys.stdout, flush=True)
+    return lines
 
 
 WHAT_TO_DO = (

@@ -1,5 +1,5 @@
 {#- The batch log, `<schema>_cdc_meta.cdc_batch_log`: one row per current-state model per run that
-    had raw files to apply, written by the model's own batch (docs: models/staging/_cdc_meta__sources.yml).
+    had raw files to apply, written by the model's own batch (docs: models/pipeline/_cdc_meta__sources.yml).
 
     What a batch did, counted by the same queries that apply it (macros/cdc/merge.sql):
       - every change event of the batch's files is counted once, by what became of it: a truncate;

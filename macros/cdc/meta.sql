@@ -12,7 +12,7 @@
       (python_hooks/erase.py);
     - cdc_batch_log: one row per current-state model per run that had raw files to apply: what the
       batch read, what it did to the table, what it ignored and why, what was refused, and the lag
-      (macros/cdc/batch_log.sql; docs: models/staging/_cdc_meta__sources.yml).
+      (macros/cdc/batch_log.sql; docs: models/pipeline/_cdc_meta__sources.yml).
     Created by `on-run-start`; safe to run any number of times. -#}
 
 {% macro cdc_meta_schema() -%}

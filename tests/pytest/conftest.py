@@ -6,6 +6,7 @@ Each test works in its own landing folder and its own schema (CDC_SCHEMA) inside
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import sys
 import time
@@ -24,6 +25,8 @@ time.tzset()
 # The erasure register's keyed hash (python_hooks/erase.py): Spark reads it from the JVM's environment,
 # fixed when the JVM starts, so it is set before the session is.
 os.environ.setdefault("CDC_ERASURE_SECRET", "pytest-erasure-secret-0123456789")
+# The tests and replays expect the sample's fixed dates, never the demo's clock (sample_data/clock.py).
+os.environ.pop("CDC_SAMPLE_TIMES", None)
 
 
 @pytest.fixture(scope="session")
@@ -62,6 +65,17 @@ class Dbt:
 
         common = [*self._common(landing, schema, project), "--target", target]
         return run_pipeline(build_args, runner=self._runner, common_args=common)
+
+    def status(self, landing: Path, schema: str, now=None, target: str = "local") -> list:
+        """`python -m python_hooks status`, in this process: the status of every current-state table."""
+        from python_hooks import status
+        from python_hooks.warehouse import Warehouse
+
+        common = [*self._common(landing, schema), "--target", target]
+        parsed = self._runner.invoke(["parse", "--quiet", *common])
+        assert parsed.success, parsed.exception
+        with Warehouse.open(common) as warehouse:
+            return status.collect(warehouse, parsed.result, now=now)
 
 
 @pytest.fixture(scope="session")
@@ -132,9 +146,20 @@ Check = Callable[..., None]
 
 
 def record_stages(
-    dbt, spark, landing: Path, schema: str, write_stage, stages: int, actual, expected, select: Sequence[str] = ()
+    dbt,
+    spark,
+    landing: Path,
+    schema: str,
+    write_stage,
+    stages: int,
+    actual,
+    expected,
+    select: Sequence[str] = (),
+    status: bool = False,
 ) -> dict:
-    """Land each stage, run dbt, and record {stage: {success, actual, expected}} per table.
+    """Land each stage, run dbt, and record {stage: {success, actual, expected, written, status}}
+    per table: the files the stage wrote, and with `status`, what `python -m python_hooks status`
+    says after the stage (its clock an hour after the newest commit landed so far).
 
     `actual(spark, schema)` and `expected(landing)` return {table: {key: row}}."""
     recorded = {}
@@ -147,6 +172,10 @@ def record_stages(
             "expected": expected(landing),
             "written": list(written),
         }
+        if status:
+            newest = spark.sql(f"select max(newest_commit_at) from {schema}_cdc_meta.cdc_batch_log").collect()[0][0]
+            recorded[stage]["now"] = newest + dt.timedelta(hours=1)
+            recorded[stage]["status"] = dbt.status(landing, schema, now=recorded[stage]["now"])
     return recorded
 
 
@@ -172,6 +201,25 @@ def assert_batch_log(logged: list[dict], expected: list[dict], label: str) -> No
         assert row["files_refused"] == 0 and row["refusal"] is None
         assert row["finished_at"] >= row["started_at"] and row["seconds"] >= 0
         assert row["lag_seconds"] == pytest.approx((row["finished_at"] - row["newest_commit_at"]).total_seconds())
+
+
+def assert_status(recorded: dict, model: str, expected: list[dict], label: str) -> None:
+    """What `status` said of `model` after each stage, against the replay's counts of that stage's
+    batch and the rows the replay leaves."""
+    from python_hooks import status
+
+    newest = None
+    for stage, counts in enumerate(expected, start=1):
+        table = next(s for s in recorded[stage]["status"] if s.model == model)
+        where = f"{label} stage {stage}"
+        assert table.rows == counts["rows"], f"{where}: status says {table.rows} rows, replay {counts['rows']}"
+        last = {name: table.last[name] for name in counts if name != "rows"}
+        assert last == {name: _normalise(v) for name, v in counts.items() if name != "rows"}, where
+        newest = max(filter(None, [newest, _normalise(counts["newest_commit_at"])]))
+        assert table.lag_seconds == pytest.approx((recorded[stage]["now"] - newest).total_seconds()), where
+        assert (table.files_waiting, table.refused, table.state) == (0, None, "ok"), where
+        text = "\n".join(status.render([table]))
+        assert f"{counts['rows']} rows" in text and f"{counts['rows_inserted']} inserted" in text, text
 
 
 def assert_stage(recorded: dict, stage: int) -> None:

@@ -12,6 +12,7 @@ from conftest import (
     assert_batch_log,
     assert_same_table,
     assert_stage,
+    assert_status,
     batch_log,
     record_stages,
     snapshot_ids,
@@ -60,7 +61,16 @@ def lake(dbt, spark, tmp_path_factory):
     landing = tmp_path_factory.mktemp("debezium_landing")
     schema = "debezium_lake"
     stages = record_stages(
-        dbt, spark, landing, schema, debezium.write_stage, debezium.STAGES, all_actual, all_expected, select=SELECT
+        dbt,
+        spark,
+        landing,
+        schema,
+        debezium.write_stage,
+        debezium.STAGES,
+        all_actual,
+        all_expected,
+        select=SELECT,
+        status=True,
     )
     return {"landing": landing, "schema": schema, "stages": stages, "batch_log": batch_log(spark, schema)}
 
@@ -79,6 +89,7 @@ def test_batch_log_agrees_with_replay_counts(lake, topic):
     spec = debezium.TOPICS[topic]
     expected = debezium_counts(topic_dir, spec["shape"], spec["key"], stage_files)
     assert_batch_log(lake["batch_log"][MODELS[topic][0]], expected, topic)
+    assert_status(lake["stages"], MODELS[topic][0], expected, topic)
 
 
 def test_seed_scenario_by_value(lake, spark):

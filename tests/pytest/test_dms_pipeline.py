@@ -16,6 +16,7 @@ from conftest import (
     assert_batch_log,
     assert_same_table,
     assert_stage,
+    assert_status,
     batch_log,
     record_stages,
     snapshot_ids,
@@ -69,7 +70,7 @@ def lake(dbt, spark, tmp_path_factory):
     landing = tmp_path_factory.mktemp("dms_landing")
     schema = "dms_lake"
     stages = record_stages(
-        dbt, spark, landing, schema, dms.write_stage, dms.STAGES, all_actual, all_expected, select=SELECT
+        dbt, spark, landing, schema, dms.write_stage, dms.STAGES, all_actual, all_expected, select=SELECT, status=True
     )
     return {"landing": landing, "schema": schema, "stages": stages, "batch_log": batch_log(spark, schema)}
 
@@ -86,6 +87,7 @@ def test_batch_log_agrees_with_replay_counts(lake, table):
     stage_files = [{p.name for p in lake["stages"][s]["written"] if p.parent.name == table} for s in lake["stages"]]
     expected = dms_counts(lake["landing"] / "dms" / "crm" / table, KEY, stage_files)
     assert_batch_log(lake["batch_log"][f"crm__{table}"], expected, table)
+    assert_status(lake["stages"], f"crm__{table}", expected, table)
     assert expected[-1]["rows"] == len(expected_state(lake["landing"], table))
 
 
@@ -288,3 +290,18 @@ def test_bad_file_is_refused_and_nothing_is_damaged(dbt, spark, schema, tmp_path
     bad.unlink()
     assert dbt("run", *SELECT, landing=tmp_path, schema=schema).success
     assert_matches_replay(spark, schema, tmp_path, "after removing the bad file")
+
+
+def test_status_plot_draws_every_table(lake, dbt, spark, tmp_path):
+    """`status --plot`: a PNG with a line per table, drawn from the batch log (not blank)."""
+    import matplotlib.image
+
+    from python_hooks import status
+
+    rows = [row for rows in lake["batch_log"].values() for row in rows]
+    path = status.plot(rows, tmp_path / "lag.png")
+    image = matplotlib.image.imread(path)
+    assert image.shape[0] > 300 and image.shape[1] > 500, image.shape
+    # Not one colour: axes, labels and the tables' lines are drawn (white background, coloured lines).
+    colours = {tuple(pixel) for pixel in image.reshape(-1, image.shape[-1])[::7].round(2)}
+    assert len(colours) > 20, f"{len(colours)} colours: the plot looks empty"

@@ -24,7 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import assert_same_table, snapshot_ids, table_rows
+from conftest import assert_same_table, batch_log, snapshot_ids, table_rows
 from replay_dms import replay
 
 from sample_data import dms
@@ -144,11 +144,17 @@ def test_bad_file_is_refused_then_applied_once_fixed(dbt, spark, schema, tmp_pat
     assert _actual(spark, schema, "customer_address") == before, f"{kind}: the refused table changed"
     assert snapshot_ids(spark, f"{schema}_current.crm__customer_address") == snapshots_before
     assert [r for r in _ledger(spark, schema) if r[0] == "crm__customer_address"] == ledger_before
+    # The batch log: a 'refused' row for the table, naming the file, counting nothing as applied
+    refused = batch_log(spark, schema)["crm__customer_address"][-1]
+    assert refused["status"] == "refused" and refused["files_refused"] >= 1 and BAD_NAME in refused["refusal"], refused
+    assert (refused["rows_inserted"], refused["rows_updated"], refused["rows_deleted"]) == (0, 0, 0), refused
+    assert [s.state for s in dbt.status(landing, schema) if s.model == "crm__customer_address"] == ["refused"]
 
     pq.write_table(good, bad)  # fixed: the good version under the same name
     assert dbt.pipeline(*CRM, landing=landing, schema=schema), f"{kind}: the run after the fix"
     for table in dms.TABLES:
         assert_same_table(_actual(spark, schema, table), _expected(landing, table), f"{kind}: {table} after the fix")
+    assert batch_log(spark, schema)["crm__customer_address"][-1]["status"] == "applied"
 
 
 @pytest.mark.faults_full

@@ -1,0 +1,289 @@
+"""Where each current-state table stands, from the batch log (`<schema>_cdc_meta.cdc_batch_log`,
+macros/cdc/batch_log.sql): what `python -m python_hooks status` (`make status`) prints, the table
+that ends `make run` and `make demo`, and `status --plot`.
+
+Per table: rows now (a live count), the last run that applied a batch and its counts, the lag
+(now minus the newest source commit the table holds), the raw files waiting (listed in the landing
+folder, not in the ledger), files refused (the newest batch, when it was refused), and the last
+schema change the hooks made. The state is `refused` when the newest batch was refused, `error` /
+`warn` when the lag passes the source's freshness `error_after` / `warn_after`, else `ok`; `status`
+exits 1 on `refused` or `error`, so a scheduler can alert on it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from python_hooks.schema_plan import quote_ident, sql_string
+from python_hooks.warehouse import Warehouse
+
+LOG_TABLE = "cdc_batch_log"
+IGNORED = ("ignored_older", "ignored_redelivered", "ignored_tombstoned", "ignored_truncated")
+PERIOD_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
+
+
+@dataclass
+class TableStatus:
+    model: str
+    source: str
+    rows: int | None  # None: the table does not exist yet
+    last: dict | None  # the newest applied batch log row
+    refused: dict | None  # the newest batch log row, when refused
+    lag_seconds: float | None
+    files_waiting: int | None
+    schema_change: tuple | None  # (column, action, new type, applied_at)
+    warn_after: float | None
+    error_after: float | None
+
+    @property
+    def state(self) -> str:
+        if self.refused is not None:
+            return "refused"
+        if self.lag_seconds is not None and self.error_after is not None and self.lag_seconds > self.error_after:
+            return "error"
+        if self.lag_seconds is not None and self.warn_after is not None and self.lag_seconds > self.warn_after:
+            return "warn"
+        return "ok" if self.rows is not None else "not built"
+
+
+def ignored(row: dict) -> int:
+    return sum(int(row.get(name) or 0) for name in IGNORED)
+
+
+def duration(seconds: float | None) -> str:
+    """A lag for people: 42 s, 12 min, 3 h 05 min, 5 d 02 h."""
+    if seconds is None:
+        return "-"
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min"
+    if seconds < 86400:
+        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+    return f"{seconds // 86400} d {seconds % 86400 // 3600:02d} h"
+
+
+def _threshold(freshness, name: str) -> float | None:
+    after = getattr(freshness, name, None) if freshness is not None else None
+    if after is None or not getattr(after, "count", None) or not getattr(after, "period", None):
+        return None
+    period = after.period.value if hasattr(after.period, "value") else str(after.period)
+    return after.count * PERIOD_SECONDS[period]
+
+
+def _freshness(manifest, table) -> tuple[float | None, float | None]:
+    for source in manifest.sources.values():
+        if source.source_name == table.source_name and source.name == table.table_name:
+            return _threshold(source.freshness, "warn_after"), _threshold(source.freshness, "error_after")
+    return None, None
+
+
+def log_rows(warehouse: Warehouse, where: str = "true") -> list[dict]:
+    """cdc_batch_log rows as dicts, oldest first ([] before the first run)."""
+    if not warehouse.table_exists(warehouse.meta_schema, LOG_TABLE):
+        return []
+    relation = f"{quote_ident(warehouse.meta_schema)}.{LOG_TABLE}"
+    columns = [name for name, _ in warehouse.columns(warehouse.meta_schema, LOG_TABLE) or []]
+    rows = warehouse.query(f"select {', '.join(columns)} from {relation} where {where} order by started_at")
+    return [dict(zip(columns, row, strict=True)) for row in rows]
+
+
+def _live_rows(warehouse: Warehouse, tables) -> dict[str, int]:
+    existing = [t for t in tables if warehouse.table_exists(t.schema, t.identifier)]
+    if not existing:
+        return {}
+    counts = " union all ".join(
+        f"select {sql_string(t.model)}, count(*) from {quote_ident(t.schema)}.{quote_ident(t.identifier)}"
+        for t in existing
+    )
+    return {model: int(n) for model, n in warehouse.query(counts)}
+
+
+def _schema_changes(warehouse: Warehouse) -> dict[str, tuple]:
+    if not warehouse.table_exists(warehouse.meta_schema, "schema_evolution_log"):
+        return {}
+    newest: dict[str, tuple] = {}
+    for table_name, column, action, new_type, applied_at in warehouse.query(
+        f"select table_name, column_name, action, new_type, applied_at"
+        f" from {quote_ident(warehouse.meta_schema)}.schema_evolution_log order by applied_at"
+    ):
+        # table_name as the hooks quote it: `schema`.`table`
+        newest[table_name.split(".")[-1].strip("`").lower()] = (column, action, new_type, applied_at)
+    return newest
+
+
+def now_utc() -> dt.datetime:
+    """Now, as the naive UTC timestamps the warehouse returns (the session time zone is UTC)."""
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+def collect(warehouse: Warehouse, manifest, now: dt.datetime | None = None) -> list[TableStatus]:
+    """The status of every current-state model of the project."""
+    from python_hooks.evolve import cdc_tables
+    from python_hooks.pipeline import pending_files
+
+    now = now or now_utc()
+    tables = cdc_tables(manifest)
+    rows = _live_rows(warehouse, tables)
+    waiting = pending_files(warehouse, tables)
+    changes = _schema_changes(warehouse)
+    by_model: dict[str, list[dict]] = {}
+    for row in log_rows(warehouse):
+        by_model.setdefault(row["model_name"].lower(), []).append(row)
+    statuses = []
+    for table in tables:
+        logged = by_model.get(table.identifier.lower(), [])
+        applied = [row for row in logged if row["status"] == "applied"]
+        last = applied[-1] if applied else None
+        newest_commit = max((row["newest_commit_at"] for row in applied if row["newest_commit_at"]), default=None)
+        warn_after, error_after = _freshness(manifest, table)
+        statuses.append(
+            TableStatus(
+                model=table.model,
+                source=table.source,
+                rows=rows.get(table.model),
+                last=last,
+                refused=logged[-1] if logged and logged[-1]["status"] == "refused" else None,
+                lag_seconds=(now - newest_commit).total_seconds() if newest_commit else None,
+                files_waiting=waiting.get(table.model),
+                schema_change=changes.get(table.identifier.lower()),
+                warn_after=warn_after,
+                error_after=error_after,
+            )
+        )
+    return statuses
+
+
+def _when(value: dt.datetime | None) -> str:
+    return f"{value:%Y-%m-%d %H:%M:%S} UTC" if value else "-"
+
+
+def render(statuses: Sequence[TableStatus]) -> list[str]:
+    """The status, a block per table; refusals and what to do last."""
+    lines = []
+    for s in statuses:
+        rows = "not built yet" if s.rows is None else f"{s.rows} rows"
+        lines.append(f"{s.model} ({s.source}): {s.state.upper()}, {rows}, lag {duration(s.lag_seconds)}")
+        if s.last:
+            last = s.last
+            lines.append(
+                f"  last run {last['run_id'][:8]} at {_when(last['finished_at'])} ({last['seconds']:.1f} s):"
+                f" {last['files']} file(s), {last['change_events']} change(s) -> {last['rows_inserted']} inserted,"
+                f" {last['rows_updated']} updated, {last['rows_deleted']} deleted, {ignored(last)} ignored"
+                f" ({last['ignored_older']} older, {last['ignored_redelivered']} re-delivered,"
+                f" {last['ignored_tombstoned']} tombstoned, {last['ignored_truncated']} truncated)"
+            )
+        else:
+            lines.append("  no batch applied yet")
+        waiting = "?" if s.files_waiting is None else str(s.files_waiting)
+        refused = s.refused["files_refused"] if s.refused else 0
+        change = "none"
+        if s.schema_change:
+            column, action, new_type, applied_at = s.schema_change
+            change = f"{action} {column} {new_type} at {_when(applied_at)}"
+        thresholds = (
+            f"warn after {duration(s.warn_after)}, error after {duration(s.error_after)}"
+            if s.warn_after or s.error_after
+            else "no freshness threshold"
+        )
+        lines.append(f"  files waiting {waiting}, files refused {refused}, last schema change: {change}; {thresholds}")
+    problems = [s for s in statuses if s.state in ("refused", "error")]
+    for s in problems:
+        if s.state == "refused":
+            lines.append(f"REFUSED {s.model} at {_when(s.refused['finished_at'])}: {s.refused['refusal']}")
+        else:
+            lines.append(
+                f"STALE {s.model}: its newest change is {duration(s.lag_seconds)} old (error after"
+                f" {duration(s.error_after)}): is the producer delivering? `dbt source freshness` shows the"
+                " raw files' side"
+            )
+    if any(s.state == "refused" for s in problems):
+        from python_hooks.pipeline import WHAT_TO_DO
+
+        lines.append(WHAT_TO_DO)
+    lines.append(
+        f"{len(statuses)} table(s): "
+        + ", ".join(
+            f"{n} {state}"
+            for state in ("ok", "warn", "error", "refused", "not built")
+            if (n := sum(s.state == state for s in statuses))
+        )
+    )
+    return lines
+
+
+def exit_code(statuses: Sequence[TableStatus]) -> int:
+    return 1 if any(s.state in ("refused", "error") for s in statuses) else 0
+
+
+HEADER = ("table", "rows", "inserted", "updated", "deleted", "ignored", "refused", "lag")
+
+
+def run_table(statuses: Sequence[TableStatus], run_rows: Sequence[dict]) -> list[str]:
+    """The short table that ends a run: one line per current-state table, what this run (its batch
+    log rows `run_rows`) did to it; `-` for a table the run had nothing for."""
+    by_model = {row["model_name"].lower(): row for row in run_rows}
+    width = max([len(HEADER[0]), *(len(s.model) for s in statuses)])
+    lines = [f"  {HEADER[0]:<{width}} " + " ".join(f"{h:>8}" for h in HEADER[1:-1]) + f"  {HEADER[-1]}"]
+    for s in statuses:
+        row = by_model.get(s.model.lower())
+        rows = "-" if s.rows is None else str(s.rows)
+        if row is None:
+            counts = ["-"] * 5
+        elif row["status"] == "refused":
+            counts = ["0", "0", "0", "0", str(row["files_refused"])]
+        else:
+            counts = [
+                str(row["rows_inserted"]),
+                str(row["rows_updated"]),
+                str(row["rows_deleted"]),
+                str(ignored(row)),
+                "0",
+            ]
+        lines.append(
+            f"  {s.model:<{width}} " + " ".join(f"{v:>8}" for v in [rows, *counts]) + f"  {duration(s.lag_seconds)}"
+        )
+    return lines
+
+
+def plot(rows: Sequence[dict], path: Path) -> Path:
+    """Per table, over time: the lag at each batch and the changes it applied (rows inserted,
+    updated, deleted). A PNG at `path`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    applied = [row for row in rows if row["status"] == "applied"]
+    models = sorted({row["model_name"] for row in applied})
+    if not models:
+        raise ValueError("the batch log has no applied batch yet: nothing to plot (run the pipeline first)")
+    figure, (lag_axis, changes_axis) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
+    for model in models:
+        mine = [row for row in applied if row["model_name"] == model]
+        times = [row["finished_at"] for row in mine]
+        lag_axis.plot(times, [(row["lag_seconds"] or 0) / 3600 for row in mine], marker="o", label=model)
+        changes_axis.plot(
+            times,
+            [row["rows_inserted"] + row["rows_updated"] + row["rows_deleted"] for row in mine],
+            marker="o",
+            label=model,
+        )
+    lag_axis.set_ylabel("lag at apply (hours)")
+    lag_axis.set_title("CDC batches per table (cdc_batch_log)")
+    changes_axis.set_ylabel("rows changed per run")
+    changes_axis.set_xlabel("run finished (UTC)")
+    lag_axis.legend(fontsize="small")
+    for axis in (lag_axis, changes_axis):
+        axis.grid(True, alpha=0.3)
+    figure.autofmt_xdate()
+    figure.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
