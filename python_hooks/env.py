@@ -16,24 +16,53 @@ Values the user set win; relative paths are made absolute (Spark resolves a rela
 location against the warehouse, not the working directory). `make` installs a `.pth` file into
 the venv (`python -m python_hooks write-pth`) that calls `apply_defaults()` at interpreter
 start-up (`startup()`), which is how a plain `dbt` in the activated venv sees them.
+
+Since the defaults are written into the environment, `apply_defaults()` also records which names it
+filled in, in CDC_DEFAULTED (comma-separated, inherited by subprocesses and dbt): `describe()` and
+`banner()` tell a value you set ("environment") from one of these defaults ("default"). A value
+you set that was only made absolute counts as yours. `python -m python_hooks env` prints the table,
+and every `python -m python_hooks <command>` and the dbt commands that touch the warehouse
+(`dbt run`, `build`, `test`, `show`, ...: `startup()`) print `banner()` first, on stderr.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import re
+import sys
 import sysconfig
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ICEBERG_JAR_PACKAGE = "snowpark_connect_deps_iceberg"
 ICEBERG_JAR_NAME = "iceberg-spark-runtime-3.5_2.12-1.9.2.jar"
 PTH_NAME = "cdc_lakehouse.pth"
+DEFAULTED = "CDC_DEFAULTED"  # the names apply_defaults() filled in, comma-separated
+SECRET = "CDC_ERASURE_SECRET"  # shown as set or not, never its value
+# Defaults that live in profiles/profiles.yml (env_var(name, default)), never written to the environment.
+PROFILE_DEFAULTS = {"CDC_TARGET": "local", "CDC_SCHEMA": "lakehouse"}
+# The variables `describe()` reports, in this order.
+VARIABLES = [
+    "DBT_PROFILES_DIR",
+    "CDC_TARGET",
+    "CDC_LANDING_ROOT",
+    "CDC_WAREHOUSE",
+    "CDC_SCHEMA",
+    "ICEBERG_SPARK_RUNTIME_JAR",
+    SECRET,
+]
+# dbt commands that open the warehouse or read the landing zone: a plain `dbt <command>` in the venv
+# prints the banner first (startup()); not --version, --help, parse, deps, ls, init, clean.
+DBT_WAREHOUSE_COMMANDS = frozenset(
+    ["run", "build", "test", "show", "seed", "snapshot", "source", "docs", "compile", "run-operation", "retry", "clone"]
+)
 
 
-def find_iceberg_jar() -> Path:
+def find_iceberg_jar(environ: Mapping[str, str] = os.environ) -> Path:
     """Path of Iceberg's Spark 3.5 / Scala 2.12 runtime jar; ICEBERG_SPARK_RUNTIME_JAR wins."""
-    override = os.environ.get("ICEBERG_SPARK_RUNTIME_JAR")
+    override = environ.get("ICEBERG_SPARK_RUNTIME_JAR")
     if override:
         return Path(override).resolve()
     spec = importlib.util.find_spec(ICEBERG_JAR_PACKAGE)
@@ -59,25 +88,180 @@ def defaults(target: str = "local") -> dict[str, str]:
     }
 
 
-def apply_defaults(environ: os._Environ[str] | dict[str, str] = os.environ) -> None:
-    """Fill in unset variables and make path variables absolute. Never raises."""
-    for name, value in defaults(environ.get("CDC_TARGET") or "local").items():
-        current = environ.get(name) or value
-        environ[name] = os.path.abspath(current)
-    if not environ.get("ICEBERG_SPARK_RUNTIME_JAR"):
+def _defaulted(environ: Mapping[str, str]) -> list[str]:
+    return [name for name in (environ.get(DEFAULTED) or "").split(",") if name]
+
+
+def _default_values(name: str) -> set[str]:
+    """Every value apply_defaults() may have written for `name` (the path defaults of both targets)."""
+    if name == "ICEBERG_SPARK_RUNTIME_JAR":
         try:
-            environ["ICEBERG_SPARK_RUNTIME_JAR"] = str(find_iceberg_jar())
+            return {str(find_iceberg_jar({}))}
+        except FileNotFoundError:
+            return set()
+    return {os.path.abspath(defaults(target)[name]) for target in ("local", "cluster") if name in defaults(target)}
+
+
+def _is_default(name: str, environ: Mapping[str, str]) -> bool:
+    """Filled in by apply_defaults() (here or in a parent process) and not changed since."""
+    return name in _defaulted(environ) and environ.get(name) in _default_values(name)
+
+
+def apply_defaults(environ: MutableMapping[str, str] = os.environ) -> None:
+    """Fill in unset variables, make path variables absolute, and record in CDC_DEFAULTED which
+    names were filled in. Safe to call again (the venv's start-up hook, then a command): a name
+    filled in before stays a default, and follows CDC_TARGET (a parent's local warehouse default is
+    not a cluster child's); a value set since is the user's. Never raises."""
+    filled = []
+    for name, value in defaults(environ.get("CDC_TARGET") or "local").items():
+        if not environ.get(name) or _is_default(name, environ):
+            environ[name] = os.path.abspath(value)
+            filled.append(name)
+        else:
+            environ[name] = os.path.abspath(environ[name])
+    if not environ.get("ICEBERG_SPARK_RUNTIME_JAR") or _is_default("ICEBERG_SPARK_RUNTIME_JAR", environ):
+        environ.pop("ICEBERG_SPARK_RUNTIME_JAR", None)
+        try:
+            environ["ICEBERG_SPARK_RUNTIME_JAR"] = str(find_iceberg_jar(environ))
+            filled.append("ICEBERG_SPARK_RUNTIME_JAR")
         except FileNotFoundError:
             pass  # the profile then fails with a message naming the variable
+    if filled:
+        environ[DEFAULTED] = ",".join(filled)
+    else:
+        environ.pop(DEFAULTED, None)
+
+
+def describe(environ: Mapping[str, str] = os.environ) -> list[tuple[str, str, str]]:
+    """(name, value, source) of every variable the project uses; source is "environment" (set by
+    the user), "default" (python_hooks/env.py's, or the profile's for CDC_TARGET and CDC_SCHEMA)
+    or "unset". CDC_ERASURE_SECRET's value is never shown. On the cluster target, also the Thrift
+    Server's host and port variables that the profile reads."""
+    rows = []
+    names = list(VARIABLES)
+    if _target(environ) != "local":
+        names += [name for name, _ in _thrift_variables(environ)]
+    thrift_defaults = dict(_thrift_variables(environ))
+    for name in names:
+        value = environ.get(name) or ""
+        if name == SECRET:
+            rows.append((name, "(set, not shown)" if value else "", "environment" if value else "unset"))
+        elif value:
+            rows.append((name, value, "default" if _is_default(name, environ) else "environment"))
+        elif name in PROFILE_DEFAULTS:
+            rows.append((name, PROFILE_DEFAULTS[name], "default"))
+        elif thrift_defaults.get(name) is not None:
+            rows.append((name, thrift_defaults[name], "default"))
+        else:
+            rows.append((name, "", "unset"))
+    return rows
+
+
+def banner(environ: Mapping[str, str] = os.environ) -> str:
+    """One line: the target, where it connects (cluster), the warehouse and landing zone (marked
+    "(default)" when env.py chose them) and the schema. Never raises."""
+    try:
+        rows = {name: (value, source) for name, value, source in describe(environ)}
+
+        def path(name: str) -> str:
+            value, source = rows[name]
+            return f"{value} (default)" if source == "default" else value or "(unset)"
+
+        parts = [f"target {rows['CDC_TARGET'][0]}"]
+        thrift = [rows[name][0] for name, _ in _thrift_variables(environ) if name in rows]
+        if len(thrift) == 2:
+            parts.append(f"thrift {thrift[0]}:{thrift[1]}")
+        parts += [
+            f"warehouse {path('CDC_WAREHOUSE')}",
+            f"landing {path('CDC_LANDING_ROOT')}",
+            f"schema {rows['CDC_SCHEMA'][0]}",
+        ]
+        return " | ".join(parts)
+    except Exception as error:  # noqa: BLE001 - a banner never stops a command
+        return f"target {environ.get('CDC_TARGET') or 'local'} (environment not readable: {error})"
+
+
+_ENV_VAR = re.compile(r"""env_var\(\s*['"](\w+)['"]\s*(?:,\s*['"]([^'"]*)['"])?""")
+
+
+def _target(environ: Mapping[str, str]) -> str:
+    return environ.get("CDC_TARGET") or PROFILE_DEFAULTS["CDC_TARGET"]
+
+
+def _thrift_variables(environ: Mapping[str, str]) -> list[tuple[str, str | None]]:
+    """[(variable, profile default)] for the host and then the port of the current target's output
+    in profiles.yml, when that output connects to a server (not `method: session`) and reads both
+    from env_var(); [] otherwise (or if the profile cannot be read)."""
+    try:
+        import yaml
+
+        folder = Path(environ.get("DBT_PROFILES_DIR") or PROJECT_ROOT / "profiles")
+        profiles = yaml.safe_load((folder / "profiles.yml").read_text(encoding="utf-8")) or {}
+        output = profiles["cdc_lakehouse"]["outputs"][_target(environ)]
+        if output.get("method") == "session":
+            return []
+        found = [_ENV_VAR.search(str(output.get(key, ""))) for key in ("host", "port")]
+        return [(match.group(1), match.group(2)) for match in found if match] if all(found) else []
+    except Exception:  # noqa: BLE001 - no profile, another layout: no host or port shown
+        return []
+
+
+def environ_for(args: list[str], environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The environment a command with these arguments runs with: a `--target X` (`-t X`) among
+    them is CDC_TARGET=X, with that target's defaults (its warehouse)."""
+    result = dict(environ)
+    target = None
+    for position, argument in enumerate(args):
+        if argument in {"--target", "-t"} and position + 1 < len(args):
+            target = args[position + 1]
+        elif argument.startswith("--target="):
+            target = argument.split("=", 1)[1]
+    if target and target != _target(environ):
+        result["CDC_TARGET"] = target
+        apply_defaults(result)
+    return result
+
+
+_announced = False
+
+
+def announce(environ: Mapping[str, str] = os.environ, stream=None) -> None:
+    """Print banner(environ) once per process, on stderr unless `stream` says otherwise: the first
+    line of every `python -m python_hooks` command and of a plain `dbt run` in the venv. A second
+    call in the same process (a pipeline, a hook) prints nothing, so the line never repeats."""
+    global _announced
+    if _announced:
+        return
+    _announced = True
+    print(banner(environ), file=stream or sys.stderr, flush=True)
+
+
+def _dbt_touches_warehouse(argv: list[str]) -> bool:
+    """Is this process the dbt CLI running a command that opens the warehouse (run, build, show, ...)?"""
+    if not argv or os.path.basename(argv[0]) != "dbt":
+        return False
+    arguments = argv[1:]
+    if any(a in {"--help", "-h", "--version", "-V", "--quiet", "-q"} for a in arguments):
+        return False
+    command = next((a for a in arguments if not a.startswith("-")), None)
+    return command in DBT_WAREHOUSE_COMMANDS
 
 
 def startup() -> None:
-    """What the venv's start-up hook runs in every Python process: the defaults above, and the
-    one-process-at-a-time guard of the embedded warehouse (python_hooks/embedded_lock.py)."""
+    """What the venv's start-up hook runs in every Python process: the defaults above, the
+    one-process-at-a-time guard of the embedded warehouse (python_hooks/embedded_lock.py), and, in
+    the dbt CLI only (`dbt run|build|test|show|seed|snapshot|source|docs|compile|run-operation`,
+    not --help, --version, --quiet, parse, deps, ls), the banner on stderr before dbt starts."""
     apply_defaults()
     from python_hooks import embedded_lock
 
     embedded_lock.install()
+    try:
+        argv = list(getattr(sys, "argv", []))
+        if _dbt_touches_warehouse(argv):
+            announce(environ_for(argv[1:]))  # a plain `dbt run` in the venv says which warehouse it uses
+    except Exception:  # noqa: BLE001, S110 - the start-up hook of every venv Python never fails
+        pass
 
 
 def write_pth() -> Path:

@@ -22,7 +22,8 @@ The data is fixed (random choices come from a seeded `random.Random`): each topi
 source's change log, in source order, and each event is then delivered in some stage. Delivery
 differs from source order only for the deliberate hard cases, listed in `HARD_CASES` and marked
 with "Hard case" where they are generated. Timestamps grow with source order, so only late events
-and re-deliveries carry a timestamp older than an event delivered before them.
+and re-deliveries carry a timestamp older than an event delivered before them. They are sample time
+(2026-11-01..04), moved to the demo's clock when written if CDC_SAMPLE_TIMES=now (sample_data/clock.py).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from sample_data import clock
 
 STAGES = 4
 LANDING_FOLDER = Path("debezium") / "topics"
@@ -518,6 +521,22 @@ def _product_events() -> dict[int, list[dict]]:
 _BUILDERS = {CUSTOMER: _customer_events, SALES_ORDER: _sales_order_events, PRODUCT: _product_events}
 
 
+def as_written(record: dict) -> dict:
+    """A record as written: its times (`__source_ts_ms`, `order_ts`, the envelope's `ts_ms` and
+    `source.ts_ms`) on the demo's clock if CDC_SAMPLE_TIMES=now; the record itself otherwise."""
+    if not clock.enabled():
+        return record
+    result = dict(record)
+    for name in ("__source_ts_ms", "ts_ms"):
+        if result.get(name) is not None:
+            result[name] = clock.ms(result[name])
+    if result.get("order_ts") is not None:
+        result["order_ts"] = clock.at(result["order_ts"])
+    if isinstance(result.get("source"), dict):
+        result["source"] = {**result["source"], "ts_ms": clock.ms(result["source"]["ts_ms"])}
+    return result
+
+
 def _partition(topic: str, record: dict) -> int:
     """Kafka's default partitioner for keyed records: hash(key) mod partitions (crc32 here).
     A truncate has no key and goes to partition 0."""
@@ -553,6 +572,7 @@ def write_stage(landing_root: Path, stage: int) -> list[Path]:
             folder = topic_dir(landing_root, topic) / f"partition={partition}"
             folder.mkdir(parents=True, exist_ok=True)
             path = folder / f"{topic}+{partition}+{offset:010d}.snappy.parquet"
-            pq.write_table(pa.Table.from_pylist(records, schema=SCHEMAS[topic]), path, compression="snappy")
+            table = pa.Table.from_pylist([as_written(r) for r in records], schema=SCHEMAS[topic])
+            pq.write_table(table, path, compression="snappy")
             written.append(path)
     return written

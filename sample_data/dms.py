@@ -8,7 +8,8 @@ end with `AR_H_CHANGE_SEQ`, 35 digits, the only total order DMS offers. Deletes 
 only (the source table has the default REPLICA IDENTITY). Timestamps are INT64 micros (UTC).
 
 The data is fixed, not random: each stage is a list of change events designed to contain the
-hard cases the pipeline must get right (named in `HARD_CASES`).
+hard cases the pipeline must get right (named in `HARD_CASES`). Times are sample time (2026-11-01..04),
+moved to the demo's clock when written if CDC_SAMPLE_TIMES=now (sample_data/clock.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from sample_data import clock
 
 SCHEMA = "crm"
 STAGES = 4
@@ -264,8 +267,13 @@ def _assign_sequences(stages: list[list[RawFile]]) -> None:
     for ev in sorted(cdc, key=lambda e: e.commit_ts):  # stable: ties keep file order
         identity = (ev.table, ev.op, ev.commit_ts, tuple(ev.row.items()))
         if identity not in seqs:
-            seqs[identity] = ev.commit_ts.strftime("%Y%m%d%H%M%S") + f"{next(counter):021d}"
+            seqs[identity] = clock.at(ev.commit_ts).strftime("%Y%m%d%H%M%S") + f"{next(counter):021d}"
         ev.seq = seqs[identity]
+
+
+def as_written(row: dict) -> dict:
+    """A source row as written: its timestamp columns (row_audit_ts) on the demo's clock, if on."""
+    return {name: clock.at(value) if isinstance(value, dt.datetime) else value for name, value in row.items()}
 
 
 def _table(f: RawFile) -> pa.Table:
@@ -274,9 +282,9 @@ def _table(f: RawFile) -> pa.Table:
     arrays: dict[str, pa.Array] = {}
     if not full_load:
         arrays["Op"] = pa.array([ev.op for ev in f.events], pa.string())
-    arrays["last_update_time"] = pa.array([ev.commit_ts for ev in f.events], TIMESTAMP)
+    arrays["last_update_time"] = pa.array([clock.at(ev.commit_ts) for ev in f.events], TIMESTAMP)
     for name, typ in columns.items():
-        arrays[name] = pa.array([ev.row[name] for ev in f.events], typ)
+        arrays[name] = pa.array([as_written(ev.row)[name] for ev in f.events], typ)
     if not full_load:
         arrays["AR_H_CHANGE_SEQ"] = pa.array([ev.seq for ev in f.events], pa.string())
     return pa.table(arrays)
@@ -290,7 +298,7 @@ def write_stage(landing_root: Path, stage: int) -> list[Path]:
     for f in _stage_files()[stage - 1]:
         folder = Path(landing_root) / "dms" / SCHEMA / f.table
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f.name
+        path = folder / clock.dms_file_name(f.name)
         pq.write_table(_table(f), path, compression="snappy")
         written.append(path)
     return written

@@ -12,6 +12,9 @@ the landing folder to continue offsets and to know the current rows):
 - `dms_city_becomes_int`: crm.customer_address.city changes from string to int (not a safe change).
 - `dms_hostile_names`: crm.customer_master gains columns named `loyalty tier`, `select`, and one with
   a backtick.
+
+Times are sample time (DDL_TIME, 2026-11-06), moved to the demo's clock when written if
+CDC_SAMPLE_TIMES=now (sample_data/clock.py), file names included.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sample_data import debezium, dms
+from sample_data import clock, debezium, dms
 
 UTC = dt.timezone.utc
 DDL_TIME = dt.datetime(2026, 11, 6, 9, 0, 0, tzinfo=UTC)
@@ -95,7 +98,7 @@ def mysql_status_column(landing: Path) -> list[Path]:
             "mktsegment": row["mktsegment"],
             "status": "Green",
             "__op": "u",
-            "__source_ts_ms": ts + i,
+            "__source_ts_ms": clock.ms(ts + i),
             "__deleted": "false",
         }
         for i, row in enumerate(sorted(current.values(), key=lambda r: r["id"]))
@@ -122,21 +125,21 @@ def mysql_order_customer_bigint(landing: Path) -> list[Path]:
         {
             "order_id": 900,
             "customer_id": 3_000_000_000,
-            "order_ts": DDL_TIME,
+            "order_ts": clock.at(DDL_TIME),
             "amount": Decimal("12.50"),
             "order_status": "placed",
             "__op": "c",
-            "__source_ts_ms": ts,
+            "__source_ts_ms": clock.ms(ts),
             "__deleted": "false",
         },
         {
             "order_id": 900,
             "customer_id": 3_000_000_000,
-            "order_ts": DDL_TIME,
+            "order_ts": clock.at(DDL_TIME),
             "amount": Decimal("12.50"),
             "order_status": "shipped",
             "__op": "u",
-            "__source_ts_ms": ts + 1,
+            "__source_ts_ms": clock.ms(ts + 1),
             "__deleted": "false",
         },
     ]
@@ -149,7 +152,7 @@ def mysql_order_customer_bigint(landing: Path) -> list[Path]:
 def _dms_file(landing: Path, table: str, name: str, columns: dict[str, pa.Array]) -> Path:
     folder = Path(landing) / "dms" / dms.SCHEMA / table
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
+    path = folder / clock.dms_file_name(name)
     pq.write_table(pa.table(columns), path, compression="snappy")
     return path
 
@@ -160,8 +163,8 @@ def _seq(ts: dt.datetime, n: int) -> str:
 
 def dms_new_types(landing: Path) -> list[Path]:
     """`ALTER TABLE customer_master ADD credit_limit numeric(18,4), ADD birth_date date`, then updates."""
-    ts = [DDL_TIME + dt.timedelta(minutes=i) for i in range(3)]
-    customers = [dms._customer(1, 2), dms._customer(2, 1), dms._customer(24)]
+    ts = [clock.at(DDL_TIME + dt.timedelta(minutes=i)) for i in range(3)]
+    customers = [dms.as_written(c) for c in (dms._customer(1, 2), dms._customer(2, 1), dms._customer(24))]
     columns = {
         "Op": pa.array(["U", "U", "I"]),
         "last_update_time": pa.array(ts, dms.TIMESTAMP),
@@ -175,7 +178,7 @@ def dms_new_types(landing: Path) -> list[Path]:
 
 def dms_upper_case_country(landing: Path) -> list[Path]:
     """A CDC file whose `country` column is spelled `COUNTRY` (a replication task re-created)."""
-    ts = [DDL_TIME + dt.timedelta(minutes=5 + i) for i in range(2)]
+    ts = [clock.at(DDL_TIME + dt.timedelta(minutes=5 + i)) for i in range(2)]
     return [
         _dms_file(
             landing,
@@ -196,7 +199,7 @@ def dms_upper_case_country(landing: Path) -> list[Path]:
 
 def dms_city_becomes_int(landing: Path) -> list[Path]:
     """`city` arrives as an integer (a broken source change): the table must stop, nothing else."""
-    ts = DDL_TIME + dt.timedelta(minutes=20)
+    ts = clock.at(DDL_TIME + dt.timedelta(minutes=20))
     return [
         _dms_file(
             landing,
@@ -220,8 +223,8 @@ HOSTILE = ["loyalty tier", "select", "odd`name", "größe"]
 
 def dms_hostile_names(landing: Path) -> list[Path]:
     """New columns whose names are legal at the source and hostile in SQL."""
-    ts = DDL_TIME + dt.timedelta(minutes=30)
-    customer = dms._customer(4, 3)
+    ts = clock.at(DDL_TIME + dt.timedelta(minutes=30))
+    customer = dms.as_written(dms._customer(4, 3))
     return [
         _dms_file(
             landing,

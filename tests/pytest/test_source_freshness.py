@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from sample_data import debezium, dms
+from sample_data import clock, debezium, dms, evolution
 
 # source unique_id -> (folder under the landing root, commit-time column as a pyarrow expression)
 SOURCES = {
@@ -52,3 +52,28 @@ def test_freshness_is_the_newest_commit_of_every_source(dbt, spark, tmp_path):
         assert result["criteria"]["error_after"] == {"count": 24, "period": "hour"}
         max_loaded_at = dt.datetime.fromisoformat(result["max_loaded_at"])
         assert max_loaded_at == newest_commit(landing / folder, column), unique_id
+
+
+def test_on_the_demos_clock_every_source_is_fresh(dbt, spark, tmp_path, monkeypatch):
+    """What `make demo` writes (CDC_SAMPLE_TIMES=now: every stage and its schema changes, moved to just
+    before now, sample_data/clock.py) passes `dbt source freshness` with no warning or error."""
+    landing = tmp_path / "landing"
+    monkeypatch.setenv(clock.ENV, "now")
+    for stage in range(1, dms.STAGES + 1):
+        dms.write_stage(landing, stage)
+        debezium.write_stage(landing, stage)
+    evolution.mysql_status_column(landing)
+    evolution.dms_new_types(landing)
+    monkeypatch.delenv(clock.ENV)
+    result = dbt("source", "freshness", landing=landing, schema="freshness_now")
+    assert result.success, result.exception
+    sources = json.loads((dbt._work / "freshness_now" / "sources.json").read_text())
+    reported = {r["unique_id"]: r for r in sources["results"]}
+    assert set(reported) == set(SOURCES)
+    now = dt.datetime.now(dt.timezone.utc)
+    for unique_id, (folder, column) in SOURCES.items():
+        result = reported[unique_id]
+        assert result["status"] == "pass", result
+        max_loaded_at = dt.datetime.fromisoformat(result["max_loaded_at"])
+        assert max_loaded_at == newest_commit(landing / folder, column), unique_id
+        assert dt.timedelta(0) < now - max_loaded_at < dt.timedelta(minutes=30), (unique_id, max_loaded_at)

@@ -1,0 +1,232 @@
+"""The environment made visible (python_hooks/env.py), without Spark: which values apply_defaults()
+filled in (CDC_DEFAULTED), describe() and banner(), `python -m python_hooks env` in a subprocess, and
+the banner a plain `dbt run` in the venv prints from the start-up hook."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from python_hooks import env
+
+PROJECT = Path(__file__).resolve().parents[3]
+PATHS = ["DBT_PROFILES_DIR", "CDC_LANDING_ROOT", "CDC_WAREHOUSE"]
+
+
+def _sources(environ: dict[str, str]) -> dict[str, tuple[str, str]]:
+    return {name: (value, source) for name, value, source in env.describe(environ)}
+
+
+def test_apply_defaults_records_what_it_filled_in():
+    environ: dict[str, str] = {}
+    env.apply_defaults(environ)
+    defaulted = environ[env.DEFAULTED].split(",")
+    assert set(PATHS) <= set(defaulted)
+    assert environ["CDC_WAREHOUSE"] == str(PROJECT / "data" / "warehouse")
+    sources = _sources(environ)
+    for name in PATHS:
+        assert sources[name] == (environ[name], "default"), name
+    assert sources["CDC_TARGET"] == ("local", "default")
+    assert sources["CDC_SCHEMA"] == ("lakehouse", "default")
+
+
+def test_a_value_the_user_set_is_environment_even_when_made_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    environ = {"CDC_LANDING_ROOT": "raw", "CDC_SCHEMA": "mine", "CDC_TARGET": "local"}
+    env.apply_defaults(environ)
+    assert environ["CDC_LANDING_ROOT"] == str(tmp_path / "raw")
+    assert "CDC_LANDING_ROOT" not in environ[env.DEFAULTED].split(",")
+    sources = _sources(environ)
+    assert sources["CDC_LANDING_ROOT"] == (str(tmp_path / "raw"), "environment")
+    assert sources["CDC_WAREHOUSE"][1] == "default"
+    assert sources["CDC_SCHEMA"] == ("mine", "environment")
+    assert sources["CDC_TARGET"] == ("local", "environment")
+
+
+def test_defaults_stay_defaults_when_applied_again_and_in_a_child_process():
+    """The start-up hook applies them, then a command does again, then a subprocess inherits them."""
+    environ: dict[str, str] = {}
+    env.apply_defaults(environ)
+    first = dict(environ)
+    env.apply_defaults(environ)
+    assert environ == first
+    child = dict(environ)
+    env.apply_defaults(child)
+    assert _sources(child)["CDC_WAREHOUSE"] == (str(PROJECT / "data" / "warehouse"), "default")
+
+
+def test_a_defaulted_warehouse_follows_the_target_and_a_value_set_later_is_the_users(tmp_path):
+    environ: dict[str, str] = {}
+    env.apply_defaults(environ)
+    environ["CDC_TARGET"] = "cluster"  # e.g. a parent process's environment passed to a cluster child
+    env.apply_defaults(environ)
+    assert _sources(environ)["CDC_WAREHOUSE"] == (str(PROJECT / "data" / "cluster" / "warehouse"), "default")
+    environ["CDC_WAREHOUSE"] = str(tmp_path / "w")  # set after the defaults were applied
+    env.apply_defaults(environ)
+    assert environ["CDC_WAREHOUSE"] == str(tmp_path / "w")
+    assert _sources(environ)["CDC_WAREHOUSE"] == (str(tmp_path / "w"), "environment")
+    assert "CDC_WAREHOUSE" not in environ[env.DEFAULTED].split(",")
+
+
+def test_describe_never_shows_the_erasure_secret_and_says_what_is_unset():
+    rows = env.describe({"CDC_ERASURE_SECRET": "a-very-secret-value-123"})
+    assert [name for name, _, _ in rows] == env.VARIABLES
+    assert all("a-very-secret-value-123" not in value for _, value, _ in rows)
+    sources = {name: (value, source) for name, value, source in rows}
+    assert sources["CDC_ERASURE_SECRET"][1] == "environment"
+    assert sources["CDC_WAREHOUSE"] == ("", "unset")  # apply_defaults() never ran: the profile would fail
+    assert _sources({})["CDC_ERASURE_SECRET"] == ("", "unset")
+
+
+def test_banner_local_and_cluster(tmp_path):
+    environ: dict[str, str] = {"CDC_LANDING_ROOT": str(tmp_path / "landing")}
+    env.apply_defaults(environ)
+    line = env.banner(environ)
+    assert line == (
+        f"target local | warehouse {PROJECT / 'data' / 'warehouse'} (default) | landing {tmp_path / 'landing'}"
+        " | schema lakehouse"
+    )
+    assert "\n" not in line and line.isascii()
+    cluster = {**environ, "CDC_TARGET": "cluster", "CDC_THRIFT_PORT": "20010", "CDC_SCHEMA": "team"}
+    env.apply_defaults(cluster)
+    line = env.banner(cluster)
+    assert line.startswith("target cluster | thrift 127.0.0.1:20010 | warehouse ")
+    assert f"{PROJECT / 'data' / 'cluster' / 'warehouse'} (default)" in line and line.endswith("| schema team")
+    sources = _sources(cluster)
+    assert sources["CDC_THRIFT_HOST"] == ("127.0.0.1", "default")
+    assert sources["CDC_THRIFT_PORT"] == ("20010", "environment")
+
+
+def test_banner_without_a_readable_profile_has_no_thrift_part_and_never_raises(tmp_path):
+    environ = {"CDC_TARGET": "cluster", "DBT_PROFILES_DIR": str(tmp_path / "nowhere")}
+    line = env.banner(environ)
+    assert line.startswith("target cluster | warehouse (unset) | landing (unset)")
+
+
+def test_environ_for_a_target_option():
+    environ: dict[str, str] = {}
+    env.apply_defaults(environ)
+    for args in (["run", "--target", "cluster"], ["show", "-t", "cluster"], ["build", "--target=cluster"]):
+        chosen = env.environ_for(args, environ)
+        assert chosen["CDC_TARGET"] == "cluster"
+        assert chosen["CDC_WAREHOUSE"] == str(PROJECT / "data" / "cluster" / "warehouse")
+    assert env.environ_for(["run"], environ) == environ
+    assert "CDC_TARGET" not in environ
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["/x/.venv/bin/dbt", "run"], True),
+        (["dbt", "--no-use-colors", "build", "--select", "a"], True),
+        (["dbt", "show", "--inline", "select 1"], True),
+        (["dbt", "source", "freshness"], True),
+        (["dbt", "run-operation", "cdc_create_meta_tables"], True),
+        (["dbt", "--version"], False),
+        (["dbt", "run", "--help"], False),
+        (["dbt", "parse"], False),
+        (["dbt", "deps"], False),
+        (["dbt", "ls"], False),
+        (["dbt", "run", "--quiet"], False),
+        (["dbt"], False),
+        (["/x/.venv/bin/python", "run"], False),
+        (["/x/bin/sqlfluff", "lint"], False),
+        (["-c"], False),
+        ([], False),
+    ],
+)
+def test_which_processes_print_the_banner_at_start_up(argv, expected):
+    assert env._dbt_touches_warehouse(argv) is expected
+
+
+# ------------------------------------------------------------------------------------------ processes
+
+
+def _child_environ(**extra: str) -> dict[str, str]:
+    """This process's environment without the project's variables (as a fresh shell has it)."""
+    names = {*env.VARIABLES, env.DEFAULTED, "CDC_THRIFT_HOST", "CDC_THRIFT_PORT"}
+    return {**{k: v for k, v in os.environ.items() if k not in names}, **extra}
+
+
+def _env_command(*args: str, **extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "python_hooks", "env", *args],
+        env=_child_environ(**extra),
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+
+
+def _row(stdout: str, name: str) -> list[str]:
+    return next(line.split() for line in stdout.splitlines() if line.startswith(name + " "))
+
+
+def test_env_command_says_where_the_warehouse_comes_from(tmp_path):
+    unset = _env_command()
+    lines = unset.stdout.splitlines()
+    assert lines[0].startswith("where each value comes from: environment = you set it, default = python_hooks/env.py")
+    assert _row(unset.stdout, "CDC_WAREHOUSE") == ["CDC_WAREHOUSE", str(PROJECT / "data" / "warehouse"), "default"]
+    assert unset.stderr.splitlines()[0].startswith("target local | warehouse ")  # the banner, on stderr
+    assert "(default)" in unset.stderr.splitlines()[0]
+
+    mine = _env_command(CDC_WAREHOUSE=str(tmp_path / "wh"), CDC_ERASURE_SECRET="not-to-be-printed-0000")
+    assert _row(mine.stdout, "CDC_WAREHOUSE") == ["CDC_WAREHOUSE", str(tmp_path / "wh"), "environment"]
+    assert f"warehouse {tmp_path / 'wh'} | landing" in mine.stderr
+    assert "not-to-be-printed" not in mine.stdout + mine.stderr
+
+
+def test_env_shell_prints_the_old_lines_and_no_banner(tmp_path):
+    shell = _env_command("--shell", CDC_WAREHOUSE=str(tmp_path / "wh"))
+    assert shell.stderr == ""
+    assert shell.stdout.splitlines() == [
+        f"DBT_PROFILES_DIR={PROJECT / 'profiles'}",
+        f"CDC_LANDING_ROOT={PROJECT / 'data' / 'landing'}",
+        f"CDC_WAREHOUSE={tmp_path / 'wh'}",
+        "CDC_TARGET=",
+        f"ICEBERG_SPARK_RUNTIME_JAR={env.find_iceberg_jar({})}",
+    ]
+
+
+def _start_up_hook_installed() -> bool:
+    pth = Path(sysconfig.get_paths()["purelib"]) / env.PTH_NAME
+    return pth.is_file() and str(PROJECT) in pth.read_text(encoding="utf-8")
+
+
+@pytest.mark.skipif(not _start_up_hook_installed(), reason="the venv's start-up hook is not installed (make install)")
+def test_a_plain_dbt_command_prints_the_banner_once_from_the_start_up_hook(tmp_path):
+    """A stand-in `dbt` script run by the venv's Python: the start-up hook sees argv[0] = .../dbt."""
+    fake = tmp_path / "dbt"
+    fake.write_text("print('dbt ran')\n", encoding="utf-8")
+
+    def dbt(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, str(fake), *args],
+            env=_child_environ(CDC_LANDING_ROOT=str(tmp_path / "landing")),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+
+    run = dbt("run", "--select", "x")
+    assert run.stdout == "dbt ran\n"
+    assert run.stderr.splitlines() == [
+        f"target local | warehouse {PROJECT / 'data' / 'warehouse'} (default) | landing {tmp_path / 'landing'}"
+        " | schema lakehouse"
+    ]
+    assert dbt("show", "--target", "cluster").stderr.startswith("target cluster | thrift 127.0.0.1:10009 | ")
+    for quiet in (["--version"], ["parse"], ["ls"], ["run", "--help"], ["deps"]):
+        result = dbt(*quiet)
+        assert (result.stdout, result.stderr) == ("dbt ran\n", ""), quiet
+    plain = subprocess.run(
+        [sys.executable, "-c", "print('ok')"], env=_child_environ(), capture_output=True, text=True, check=True
+    )
+    assert (plain.stdout, plain.stderr) == ("ok\n", "")
