@@ -259,5 +259,5 @@ def test_screenshot_saved(rendered_lineage):
 
 
 def test_every_source_model_snapshot_seed_and_column_is_described(docs_site):
-    gaps = docs_coverage_gaps(docs_site.parent)
-    assert not gaps, "\n".join(gaps)
+    coverage = docs_coverage_gaps(docs_site.parent)
+    assert coverage.ok, "\n".join(coverage.gaps)
