@@ -1,0 +1,808 @@
+"""`python -m python_hooks add-source`: add a source table to the project from its raw files' footers.
+
+    python -m python_hooks add-source dms <schema> <table> --key col[,col]
+    python -m python_hooks add-source debezium <server.database.table> --key col[,col]
+
+Reads the Parquet footers (never the data) of the files already in the table's landing folder
+(`$CDC_LANDING_ROOT/dms/<schema>/<table>/`, date subfolders included, or
+`$CDC_LANDING_ROOT/debezium/topics/<topic>/partition=*/`), and writes what README "Pointing it at real
+DMS output" lists: the source entry with every setting the staging macros and the hooks read, its
+business columns and their types; the two one-line models; a models yml for each with the contract's
+doc blocks and tests (not_null on each key column, unique or unique_combination_of_columns on the key).
+
+An existing source of the same name gets the table appended to its entry, in the file that declares it
+(dbt accepts a source name in two files, but each file's source-level settings then apply only to its
+own tables: a second entry would have to repeat, and keep in step, the producer, the timestamp column
+and the freshness). The same goes for `_<source>__models.yml` in the two model folders. Appending keeps
+every existing line as it is; the result is parsed and compared before anything is written.
+
+Everything is checked before the first write: an existing file, model or source table, a key column
+missing from a raw file, a folder without Parquet file, a producer that differs from the existing
+source's. A refusal is one line (`AddSourceError`) and writes nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import textwrap
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import yaml
+
+from python_hooks.footers import FooterReadError, TypeConflict, merge_fields, read_footer
+from python_hooks.schema_plan import DEFAULT_TIMESTAMP_COLUMN, UnsupportedTypeError, quote_ident, spark_type
+
+PRODUCERS = ("dms", "debezium")
+DMS_METADATA = ("op", "ar_h_change_seq")
+PLAIN_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+DBT_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
+KAFKA_TOPIC = re.compile(r"^[A-Za-z0-9._-]+$")
+LANDING_ROOT_JINJA = re.compile(r"\{\{\s*env_var\(\s*['\"]CDC_LANDING_ROOT['\"]\s*\)\s*\}\}")
+FRESHNESS = [
+    "freshness:",
+    "  warn_after: {count: 12, period: hour}",
+    "  error_after: {count: 24, period: hour}",
+]
+
+
+class AddSourceError(Exception):
+    """A refusal, in one line naming the file, the table and the column. Nothing was written."""
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str  # as the raw files spell it
+    data_type: str | None  # Spark SQL type; None while every file holds only nulls
+
+    @property
+    def staging_name(self) -> str:
+        return self.name.lower()  # staging lower-cases every business column
+
+
+@dataclass(frozen=True)
+class RawTable:
+    """What the footers of a landing folder say."""
+
+    producer: str  # dms | debezium
+    shape: str | None  # debezium: flattened | envelope
+    folder: Path
+    files: tuple[Path, ...]
+    columns: tuple[Column, ...]  # business columns only, in file order
+
+
+@dataclass(frozen=True)
+class Request:
+    producer: str
+    raw_names: tuple[str, ...]  # (schema, table) or (topic,)
+    source_name: str
+    table_name: str
+    keys: tuple[str, ...]
+    timestamp_column: str | None  # dms only
+
+    @property
+    def landing_path(self) -> str:
+        """The folder under $CDC_LANDING_ROOT."""
+        if self.producer == "dms":
+            return "dms/" + "/".join(self.raw_names)
+        return f"debezium/topics/{self.raw_names[0]}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.source_name}.{self.table_name}"
+
+    @property
+    def staging_model(self) -> str:
+        return f"stg_{self.source_name}__{self.table_name}"
+
+    @property
+    def current_model(self) -> str:
+        return f"{self.source_name}__{self.table_name}"
+
+
+@dataclass(frozen=True)
+class FileWrite:
+    path: Path
+    text: str
+    action: str  # create | append
+
+
+@dataclass(frozen=True)
+class Plan:
+    request: Request
+    raw: RawTable
+    keys: tuple[str, ...]  # as staging names them (lower case)
+    writes: tuple[FileWrite, ...]
+
+
+# --------------------------------------------------------------------------------------- request
+
+
+def parse_keys(values: Sequence[str]) -> tuple[str, ...]:
+    """`--key a,b` (repeatable) -> ('a', 'b')."""
+    keys = [part.strip() for value in values for part in value.split(",")]
+    if not keys or any(not key for key in keys):
+        raise AddSourceError(f"--key {','.join(values)!r}: give the key columns as col[,col], none empty")
+    lowered = [key.lower() for key in keys]
+    duplicates = sorted({key for key in lowered if lowered.count(key) > 1})
+    if duplicates:
+        raise AddSourceError(f"--key names {', '.join(map(repr, duplicates))} twice")
+    return tuple(keys)
+
+
+def _check_folder_name(kind: str, name: str) -> None:
+    if not name or name in (".", "..") or any(c in name for c in "/\\{}") or any(ord(c) < 32 for c in name):
+        raise AddSourceError(
+            f"{kind} {name!r}: not a landing folder name this command writes (no /, \\, braces or control characters)"
+        )
+
+
+def build_request(
+    producer: str,
+    names: Sequence[str],
+    keys: Sequence[str],
+    source_name: str | None = None,
+    table_name: str | None = None,
+    timestamp_column: str | None = None,
+) -> Request:
+    """The request, its names checked; dbt names default to the raw names in lower case."""
+    if producer not in PRODUCERS:
+        raise AddSourceError(f"unknown producer {producer!r}: dms or debezium")
+    if producer == "dms":
+        if len(names) != 2:
+            raise AddSourceError(f"add-source dms takes <schema> <table>, not {' '.join(names) or 'nothing'}")
+        _check_folder_name("DMS schema", names[0])
+        _check_folder_name("DMS table", names[1])
+        default_source, default_table = names[0].lower(), names[1].lower()
+    else:
+        if len(names) != 1:
+            raise AddSourceError(f"add-source debezium takes one topic (server.database.table), not {' '.join(names)}")
+        topic = names[0]
+        if not KAFKA_TOPIC.match(topic) or topic in (".", ".."):
+            raise AddSourceError(f"topic {topic!r}: a Kafka topic name has only letters, digits, '.', '_' and '-'")
+        parts = topic.split(".")
+        if len(parts) < 3 and not source_name:
+            raise AddSourceError(
+                f"topic {topic!r} is not server.database.table: name the dbt source with --source-name"
+            )
+        default_source = parts[-2].lower() if len(parts) >= 2 else ""
+        default_table = parts[-1].lower()
+        if timestamp_column:
+            raise AddSourceError("--timestamp-column is for DMS (Debezium events carry source.ts_ms)")
+    source, table = source_name or default_source, table_name or default_table
+    for option, value in (("--source-name", source), ("--table-name", table)):
+        if not DBT_NAME.match(value):
+            raise AddSourceError(
+                f"{value!r} is not a dbt name (lower-case letters, digits, _; not starting with a digit):"
+                f" choose one with {option}"
+            )
+    return Request(producer, tuple(names), source, table, parse_keys(keys), timestamp_column)
+
+
+# ------------------------------------------------------------------------------------- footers
+
+
+def landing_files(producer: str, folder: Path) -> list[Path]:
+    """The raw files staging reads, oldest first: DMS files in the folder and its date subfolders (full
+    load first, then by name); Debezium files in the sink's partition=<p> folders, by start offset."""
+    if not folder.is_dir():
+        return []
+    if producer == "dms":
+        files = [
+            p
+            for p in folder.rglob("*.parquet")
+            if not any(part.startswith((".", "_")) for part in p.relative_to(folder).parts)
+        ]
+        return sorted(files, key=lambda p: (not p.name.startswith("LOAD"), p.name, str(p)))
+    files = [p for p in folder.glob("partition=*/*.parquet") if not p.name.startswith((".", "_"))]
+
+    def offset(path: Path) -> tuple:
+        parts = path.name.split("+")
+        digits = parts[-1].split(".")[0] if len(parts) >= 3 else ""
+        return (int(digits) if digits.isdigit() else 0, path.name)
+
+    return sorted(files, key=offset)
+
+
+def _debezium_shape(schema: pa.Schema) -> str | None:
+    names = {name.lower() for name in schema.names}
+    if "__op" in names:
+        return "flattened"
+    if "op" in names and "source" in names and names & {"after", "before"}:
+        return "envelope"
+    return None
+
+
+def _field(schema_or_struct, name: str) -> pa.Field | None:
+    fields = list(schema_or_struct)
+    return next((f for f in fields if f.name.lower() == name.lower()), None)
+
+
+def _business_fields(producer: str, shape: str | None, fields: Sequence[pa.Field], ts: str | None) -> list[pa.Field]:
+    """The business columns of one file's (or the union's) top-level fields."""
+    if producer == "dms":
+        metadata = {*DMS_METADATA, (ts or "").lower()}
+        return [f for f in fields if f.name.lower() not in metadata]
+    if shape == "flattened":
+        return [f for f in fields if not f.name.startswith("__")]
+    merged: list[pa.Field] = []
+    for image in ("after", "before"):
+        struct = _field(fields, image)
+        if struct is not None and pa.types.is_struct(struct.type):
+            merged += [f for f in struct.type if f.name.lower() not in {m.name.lower() for m in merged}]
+    return merged
+
+
+def _some(names: Sequence[str], limit: int = 12) -> str:
+    shown = ", ".join(names[:limit]) or "none"
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def read_raw_table(
+    producer: str, folder: Path, keys: Sequence[str], timestamp_column: str | None, label: str = "the table"
+) -> RawTable:
+    """The footers of `folder`'s raw files: the shape, the business columns and their Spark types.
+    Refuses a folder without Parquet file, an unreadable footer, a type conflict between files, a file
+    without a key column, and files that are not what the producer writes."""
+    files = landing_files(producer, folder)
+    where = "its date subfolders" if producer == "dms" else "its partition=<p> folders"
+    if not files:
+        raise AddSourceError(
+            f"no Parquet file in {folder} (nor {where}): land the table's first files there, then run add-source"
+        )
+    footers: list[tuple[Path, pa.Schema]] = []
+    fields: list[pa.Field] = []
+    conflicts: list[TypeConflict] = []
+    for path in files:
+        try:
+            schema = read_footer(path)
+        except FooterReadError as error:
+            raise AddSourceError(f"{label}: {error}") from None
+        footers.append((path, schema))
+        fields = merge_fields(fields, schema, os.fspath(path), conflicts)
+    if conflicts:
+        raise AddSourceError(f"{label}: {conflicts[0].message()}")
+
+    shape = None
+    if producer == "debezium":
+        shapes = {path: _debezium_shape(schema) for path, schema in footers}
+        for path, found in shapes.items():
+            if found is None:
+                raise AddSourceError(
+                    f"{path} is neither flattened Debezium (an __op column: ExtractNewRecordState with"
+                    " add.fields=op,source.ts_ms) nor the envelope (op, source, before/after)"
+                )
+        first, shape = footers[0][0], shapes[footers[0][0]]
+        for path, found in shapes.items():
+            if found != shape:
+                raise AddSourceError(f"files of {folder} differ in shape: {first} is {shape}, {path} is {found}")
+        required = "__source_ts_ms" if shape == "flattened" else "source"
+        for path, schema in footers:
+            if _field(schema, required) is None:
+                raise AddSourceError(f"{path} ({shape} Debezium) has no {required!r} column: the commit time")
+    else:
+        for path, schema in footers:
+            if _field(schema, timestamp_column or "") is None:
+                raise AddSourceError(
+                    f"the raw file {path.name} of {label} in {folder} has no timestamp column {timestamp_column!r}:"
+                    " pass --timestamp-column (the DMS endpoint's TimestampColumnName)"
+                )
+
+    if producer == "dms":
+        for key in keys:
+            if key.lower() in {*DMS_METADATA, (timestamp_column or "").lower()}:
+                raise AddSourceError(f"key column {key!r} of {label} is DMS metadata, not a business column ({folder})")
+    for path, schema in footers:
+        names = {f.name.lower() for f in _business_fields(producer, shape, list(schema), timestamp_column)}
+        for key in keys:
+            if key.lower() not in names:
+                inside = " (in its before/after images)" if shape == "envelope" else ""
+                raise AddSourceError(
+                    f"key column {key!r} of {label} is not a column{inside} of the raw file {path.name} in {folder}"
+                    f" (its columns: {_some(sorted(names))})"
+                )
+
+    columns = []
+    for f in _business_fields(producer, shape, fields, timestamp_column):
+        if any(mark in f.name for mark in ("{{", "{%", "{#")):
+            raise AddSourceError(f"column {f.name!r} of {folder}: dbt would read its name as Jinja")
+        try:
+            data_type = spark_type(f.type)
+        except UnsupportedTypeError as error:
+            raise AddSourceError(f"column {f.name!r} of {folder}: {error}") from None
+        columns.append(Column(f.name, data_type))
+    return RawTable(producer, shape, folder, tuple(files), tuple(columns))
+
+
+# ---------------------------------------------------------------------------------------- yaml
+
+
+def yaml_str(value: str) -> str:
+    """`value` as a YAML scalar that reads back as the same string: plain when it can be."""
+    candidates = [json.dumps(value, ensure_ascii=False), json.dumps(value)]
+    if re.match(r"^[A-Za-z_][A-Za-z0-9_ ().,]*$", value) and not value.endswith(" "):
+        candidates.insert(0, value)
+    for candidate in candidates:
+        try:
+            if yaml.safe_load(f"k: {candidate}") == {"k": value}:
+                return candidate
+        except yaml.YAMLError:
+            continue
+    raise AddSourceError(f"{value!r} cannot be written in YAML")
+
+
+def _needs_quoting(name: str) -> bool:
+    """A column name Spark SQL cannot use bare (dbt's tests then quote it: `quote: true`)."""
+    return not PLAIN_IDENTIFIER.match(name)
+
+
+def _sql_expression(name: str) -> str:
+    return name if not _needs_quoting(name) else quote_ident(name)
+
+
+def _jinja_str(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _folded(key: str, text: str) -> list[str]:
+    return [f"{key}: >", *textwrap.wrap(text, width=96, initial_indent="  ", subsequent_indent="  ")]
+
+
+def _indent(lines: Sequence[str], spaces: int) -> list[str]:
+    return [(" " * spaces + line) if line else "" for line in lines]
+
+
+def _item(lines: Sequence[str]) -> list[str]:
+    """A mapping's lines as a block-sequence item: `- ` before the first, two spaces before the rest."""
+    return ["- " + lines[0], *_indent(lines[1:], 2)]
+
+
+def source_settings(request: Request, raw: RawTable) -> list[str]:
+    """The source-level settings (a mapping's lines, without name and description)."""
+    lines = [
+        "# A source is a folder of Parquet files, read by path: `parquet.`<folder>``.",
+        "schema: parquet",
+        "quoting:",
+        "  identifier: true",
+        "meta:",
+    ]
+    if request.producer == "dms":
+        ts = request.timestamp_column or DEFAULT_TIMESTAMP_COLUMN
+        lines += [
+            "  cdc_producer: dms",
+            "  # DMS endpoint setting TimestampColumnName: the commit time of each change.",
+            f"  dms_timestamp_column: {yaml_str(ts)}",
+            "config:",
+            "  # Freshness = the newest commit timestamp in the raw files (`dbt source freshness`): it goes",
+            "  # stale when the DMS task stops delivering, or when the source has had no change for that long.",
+            f"  loaded_at_field: {yaml_str(_sql_expression(ts))}",
+        ]
+    else:
+        ts = "__source_ts_ms" if raw.shape == "flattened" else "source.ts_ms"
+        lines += [
+            "  cdc_producer: debezium",
+            f"  debezium_shape: {raw.shape}",
+            "config:",
+            f"  # Freshness = the newest commit timestamp in the raw files (`{ts}`, epoch millis): it goes",
+            "  # stale when the connector or the S3 sink stops, or when the database has had no change for that long.",
+            f"  loaded_at_field: timestamp_millis({ts})",
+        ]
+    return lines + _indent(FRESHNESS, 2)
+
+
+def source_description(request: Request, raw: RawTable) -> str:
+    if request.producer == "dms":
+        schema = request.raw_names[0]
+        return (
+            f"TODO: describe the source system. Replicated by AWS DMS to the raw zone as Parquet (S3 target,"
+            f" `DataFormat=parquet`, `TimestampColumnName={request.timestamp_column}`): one folder per table under"
+            f" `$CDC_LANDING_ROOT/dms/{schema}/`, full-load `LOAD*.parquet`, then timestamp-named CDC files."
+        )
+    server = request.raw_names[0].split(".")[0]
+    shape = (
+        "Flattened by `ExtractNewRecordState` (`add.fields=op,source.ts_ms`, `delete.handling.mode=rewrite`)."
+        if raw.shape == "flattened"
+        else "With the full change-event envelope (`before`, `after`, `op`, `ts_ms`, `source`, `transaction`)."
+    )
+    return (
+        f"TODO: describe the source system. Streamed by Debezium (server name `{server}`) to Kafka and written"
+        f" to the raw zone as Parquet by the Confluent S3 sink, one folder per topic under"
+        f" `$CDC_LANDING_ROOT/debezium/topics/`. {shape}"
+    )
+
+
+def _column_description(column: Column, keys: Sequence[str]) -> str:
+    role = " (key column)" if column.staging_name in keys else ""
+    unknown = " Only nulls so far: add its data_type." if column.data_type is None else ""
+    return f"TODO: describe {column.name}{role}.{unknown}"
+
+
+def table_entry(request: Request, raw: RawTable, keys: Sequence[str]) -> list[str]:
+    """One table of a source, as a block-sequence item."""
+    identifier = "{{ env_var('CDC_LANDING_ROOT') }}/" + request.landing_path
+    what = "DMS full load + CDC" if request.producer == "dms" else f"Debezium topic {request.raw_names[0]}"
+    lines = [
+        f"name: {request.table_name}",
+        f"identifier: {yaml_str(identifier)}",
+        f"description: {yaml_str(f'TODO: describe {request.label}. One row per change event ({what}).')}",
+        "columns:",
+    ]
+    for column in raw.columns:
+        entry = [f"name: {yaml_str(column.name)}"]
+        if _needs_quoting(column.name):
+            entry.append("quote: true")
+        if column.data_type is not None:
+            entry.append(f"data_type: {yaml_str(column.data_type)}")
+        entry.append(f"description: {yaml_str(_column_description(column, keys))}")
+        lines += _indent(_item(entry), 2)
+    return _item(lines)
+
+
+def sources_file(request: Request, raw: RawTable, keys: Sequence[str]) -> str:
+    entry = [
+        f"name: {request.source_name}",
+        *_folded("description", source_description(request, raw)),
+        *source_settings(request, raw),
+        "tables:",
+        *_indent(table_entry(request, raw, keys), 2),
+    ]
+    return "\n".join(["version: 2", "", "sources:", *_indent(_item(entry), 2)]) + "\n"
+
+
+def _cdc_column(name: str, tests: list | None = None) -> dict:
+    column: dict = {"name": name, "description": f'{{{{ doc("{name[1:]}") }}}}'}
+    if tests:
+        column["data_tests"] = tests
+    return column
+
+
+def _accepted(values: list[str]) -> dict:
+    return {"accepted_values": {"arguments": {"values": values}}}
+
+
+def _business_column(column: Column, keys: Sequence[str], tests: list | None = None) -> dict:
+    entry: dict = {"name": column.staging_name}
+    if _needs_quoting(column.staging_name):
+        entry["quote"] = True
+    entry["description"] = _column_description(column, keys)
+    if tests:
+        entry["data_tests"] = tests
+    return entry
+
+
+def staging_model(request: Request, raw: RawTable, keys: Sequence[str]) -> dict:
+    return {
+        "name": request.staging_model,
+        "description": f'{{{{ doc("staging_model") }}}}\n\nGrain: one change event of `{request.label}`.',
+        "columns": [
+            *(_business_column(c, keys) for c in raw.columns),
+            _cdc_column("_cdc_op", ["not_null", _accepted(["I", "U", "D", "T"])]),
+            _cdc_column("_cdc_ts", ["not_null"]),
+            _cdc_column(
+                "_cdc_seq", ["not_null", {"expression_is_true": {"arguments": {"expression": "rlike '^[0-9]{35}$'"}}}]
+            ),
+            _cdc_column("_cdc_source_file", ["not_null"]),
+        ],
+    }
+
+
+def current_model(request: Request, raw: RawTable, keys: Sequence[str]) -> dict:
+    grain = ", ".join(f"`{key}`" for key in keys)
+    model: dict = {
+        "name": request.current_model,
+        "description": f'{{{{ doc("current_state_model") }}}}\n\nGrain: one live `{request.label}` row per {grain}.',
+    }
+    if len(keys) > 1:
+        arguments: dict = {"combination_of_columns": list(keys)}
+        if any(_needs_quoting(key) for key in keys):
+            arguments["quote_columns"] = True
+        model["data_tests"] = [{"unique_combination_of_columns": {"arguments": arguments}}]
+    key_tests = ["unique", "not_null"] if len(keys) == 1 else ["not_null"]
+    model["columns"] = [
+        *(_business_column(c, keys, key_tests if c.staging_name in keys else None) for c in raw.columns),
+        _cdc_column("_cdc_op", ["not_null", _accepted(["I", "U"])]),
+        _cdc_column("_cdc_ts", ["not_null"]),
+        _cdc_column("_cdc_seq", ["not_null"]),
+        _cdc_column("_cdc_source_file", ["not_null"]),
+        _cdc_column("_cdc_row_hash"),
+        _cdc_column("_cdc_applied_at", ["not_null"]),
+    ]
+    return model
+
+
+def _dump(data) -> str:
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
+
+
+def models_file(model: dict) -> str:
+    return "version: 2\n\n" + _dump({"models": [model]})
+
+
+def staging_sql(request: Request) -> str:
+    macro = "stg_dms_changes" if request.producer == "dms" else "stg_debezium_changes"
+    return f"{{{{ {macro}('{request.source_name}', '{request.table_name}') }}}}\n"
+
+
+def current_sql(request: Request, keys: Sequence[str]) -> str:
+    unique_key = ", ".join(_jinja_str(key) for key in keys)
+    return f"{{{{ cdc_current_state('{request.staging_model}', unique_key=[{unique_key}]) }}}}\n"
+
+
+# ------------------------------------------------------------------------------- existing files
+
+
+def _yml_files(project_dir: Path) -> list[Path]:
+    try:
+        project = yaml.safe_load((project_dir / "dbt_project.yml").read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as error:
+        raise AddSourceError(f"{project_dir} is not a dbt project: {error}".splitlines()[0]) from None
+    found = []
+    for folder in project.get("model-paths") or ["models"]:
+        found += sorted(p for p in (project_dir / folder).rglob("*") if p.suffix in (".yml", ".yaml") and p.is_file())
+    return found
+
+
+def _load(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise AddSourceError(f"{path} does not parse as YAML: {str(error).splitlines()[0]}") from None
+    return data if isinstance(data, dict) else {}
+
+
+def _mapping_value(node, key: str):
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            if isinstance(k, yaml.ScalarNode) and k.value == key:
+                return v
+    return None
+
+
+def append_item(
+    path: Path, text: str, locate: Callable[[yaml.Node], yaml.Node | None], item: Sequence[str], blank_line: bool
+) -> str:
+    """`text` with `item` (block-sequence item lines at indent 0) appended to the block list that
+    `locate` finds, every existing line kept as it is."""
+    sequence = locate(yaml.compose(text))
+    if not isinstance(sequence, yaml.SequenceNode) or sequence.flow_style or not sequence.value:
+        raise AddSourceError(f"cannot append to {path}: the list is not a block list with an entry; add it by hand")
+    lines = text.splitlines(keepends=True)
+    first, last = sequence.value[0], sequence.value[-1]
+    dash = lines[first.start_mark.line].rfind("-", 0, first.start_mark.column + 1)
+    if dash < 0:
+        raise AddSourceError(f"cannot append to {path}: unusual layout of its list; add the entry by hand")
+    end = last.end_mark
+    at = end.line if end.column == 0 else end.line + 1
+    at = min(at, len(lines))
+    if at == len(lines) and lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    new = ([""] if blank_line else []) + _indent(item, dash)
+    return "".join(lines[:at] + [line + "\n" for line in new] + lines[at:])
+
+
+@dataclass(frozen=True)
+class _Existing:
+    sources: list[tuple[Path, dict]]  # (file, source entry) of every source in the project
+    models: dict[str, Path]  # model name -> the yml that describes it
+
+
+def _existing(project_dir: Path) -> _Existing:
+    sources, models = [], {}
+    for path in _yml_files(project_dir):
+        data = _load(path)
+        for entry in data.get("sources") or []:
+            if isinstance(entry, dict):
+                sources.append((path, entry))
+        for entry in data.get("models") or []:
+            if isinstance(entry, dict) and "name" in entry:
+                models.setdefault(str(entry["name"]), path)
+    return _Existing(sources, models)
+
+
+def check_source_fits(path: Path, entry: dict, request: Request, raw: RawTable | None, project_dir: Path) -> None:
+    """Refuses a table whose producer, DMS timestamp column or Debezium shape (when `raw` is known)
+    differs from the existing source's: its source-level settings would be wrong for it."""
+    meta = entry.get("meta") or {}
+    producer = meta.get("cdc_producer", "dms")
+    rel = path.relative_to(project_dir)
+    if producer != request.producer:
+        raise AddSourceError(
+            f"source {request.source_name!r} ({rel}) is a {producer} source, this table is {request.producer}:"
+            " choose another name with --source-name"
+        )
+    if request.producer == "dms":
+        theirs = meta.get("dms_timestamp_column", DEFAULT_TIMESTAMP_COLUMN)
+        if theirs.lower() != (request.timestamp_column or "").lower():
+            raise AddSourceError(
+                f"source {request.source_name!r} ({rel}) reads the timestamp column {theirs!r}, not"
+                f" {request.timestamp_column!r}: pass --timestamp-column {theirs}, or another --source-name"
+            )
+    elif raw is not None and (meta.get("debezium_shape") or "flattened") != raw.shape:
+        raise AddSourceError(
+            f"source {request.source_name!r} ({rel}) is {meta.get('debezium_shape') or 'flattened'} Debezium, the"
+            f" files of {raw.folder} are {raw.shape}: choose another name with --source-name"
+        )
+
+
+def _source_append(
+    path: Path, entry: dict, request: Request, raw: RawTable, keys: Sequence[str], project_dir: Path
+) -> FileWrite:
+    """The table appended to the existing source `entry` of `path`, if its settings fit the table."""
+    check_source_fits(path, entry, request, raw, project_dir)
+    text = path.read_text(encoding="utf-8")
+
+    def locate(root):
+        for node in getattr(_mapping_value(root, "sources"), "value", []):
+            name = _mapping_value(node, "name")
+            if isinstance(name, yaml.ScalarNode) and name.value == request.source_name:
+                return _mapping_value(node, "tables")
+        return None
+
+    new_text = append_item(path, text, locate, table_entry(request, raw, keys), blank_line=True)
+    expected = _load(path)
+    for source in expected["sources"]:
+        if isinstance(source, dict) and source.get("name") == request.source_name:
+            source["tables"].append(yaml.safe_load(_dump_lines(table_entry(request, raw, keys)))[0])
+    if yaml.safe_load(new_text) != expected:
+        raise AddSourceError(f"cannot append to {path} safely (unusual layout): add the table entry by hand")
+    return FileWrite(path, new_text, "append")
+
+
+def _dump_lines(lines: Sequence[str]) -> str:
+    return "\n".join(lines) + "\n"
+
+
+def _models_write(path: Path, model: dict) -> FileWrite:
+    if not path.exists():
+        return FileWrite(path, models_file(model), "create")
+    text = path.read_text(encoding="utf-8")
+    item = _dump([model]).splitlines()
+    new_text = append_item(path, text, lambda root: _mapping_value(root, "models"), item, blank_line=False)
+    expected = _load(path)
+    expected["models"].append(model)
+    if yaml.safe_load(new_text) != expected:
+        raise AddSourceError(f"cannot append to {path} safely (unusual layout): add the model by hand")
+    return FileWrite(path, new_text, "append")
+
+
+def _landing_key(identifier: str) -> str:
+    """An identifier with its landing-root expression spelled one way, and no trailing slash."""
+    return LANDING_ROOT_JINJA.sub("$CDC_LANDING_ROOT", identifier).rstrip("/")
+
+
+def plan(project_dir: Path, request: Request, raw: RawTable) -> Plan:
+    """Every file to create or append to, each checked: nothing is written here."""
+    project_dir = Path(project_dir)
+    names = {c.staging_name: c for c in raw.columns}
+    keys = tuple(names[key.lower()].staging_name for key in request.keys)
+    existing = _existing(project_dir)
+    landing = "{{ env_var('CDC_LANDING_ROOT') }}/" + request.landing_path
+    for path, entry in existing.sources:
+        for table in entry.get("tables") or []:
+            if not isinstance(table, dict):
+                continue
+            rel = path.relative_to(project_dir)
+            if entry.get("name") == request.source_name and str(table.get("name", "")).lower() == request.table_name:
+                raise AddSourceError(f"source {request.label} already exists in {rel}")
+            if _landing_key(str(table.get("identifier", ""))) == _landing_key(landing):
+                raise AddSourceError(
+                    f"the landing folder {request.landing_path} is already read by source"
+                    f" {entry.get('name')}.{table.get('name')} ({rel})"
+                )
+    for model in (request.staging_model, request.current_model):
+        if model in existing.models:
+            raise AddSourceError(
+                f"model {model} is already described in {existing.models[model].relative_to(project_dir)}"
+            )
+        for suffix in (".sql", ".py"):
+            for found in (project_dir / "models").rglob(model + suffix):
+                raise AddSourceError(f"model {model} already exists: {found}")
+
+    staging_dir = project_dir / "models" / "staging" / request.source_name
+    current_dir = project_dir / "models" / "current_state" / request.source_name
+    writes: list[FileWrite] = []
+    declared = [(path, entry) for path, entry in existing.sources if entry.get("name") == request.source_name]
+    if len(declared) > 1:
+        files = ", ".join(sorted({str(path.relative_to(project_dir)) for path, _ in declared}))
+        raise AddSourceError(
+            f"source {request.source_name!r} is declared in several files ({files}): add the table by hand"
+        )
+    if declared:
+        writes.append(_source_append(*declared[0], request, raw, keys, project_dir))
+    else:
+        writes.append(
+            FileWrite(staging_dir / f"_{request.source_name}__sources.yml", sources_file(request, raw, keys), "create")
+        )
+    writes += [
+        FileWrite(staging_dir / f"{request.staging_model}.sql", staging_sql(request), "create"),
+        _models_write(staging_dir / f"_{request.source_name}__models.yml", staging_model(request, raw, keys)),
+        FileWrite(current_dir / f"{request.current_model}.sql", current_sql(request, keys), "create"),
+        _models_write(current_dir / f"_{request.source_name}__models.yml", current_model(request, raw, keys)),
+    ]
+    for write in writes:
+        if write.action == "create" and write.path.exists():
+            raise AddSourceError(f"{write.path} already exists: not overwritten, nothing written")
+    return Plan(request, raw, keys, tuple(writes))
+
+
+def apply(plan_: Plan) -> None:
+    """Write the plan: new files first, then the appends (each file replaced in one rename)."""
+    for write in sorted(plan_.writes, key=lambda w: w.action != "create"):
+        write.path.parent.mkdir(parents=True, exist_ok=True)
+        if write.action == "create":
+            with write.path.open("x", encoding="utf-8") as handle:
+                handle.write(write.text)
+        else:
+            tmp = write.path.with_name(f".{write.path.name}.add-source")
+            tmp.write_text(write.text, encoding="utf-8")
+            os.replace(tmp, write.path)
+
+
+def add_source(
+    project_dir: Path,
+    landing_root: str,
+    producer: str,
+    names: Sequence[str],
+    keys: Sequence[str],
+    source_name: str | None = None,
+    table_name: str | None = None,
+    timestamp_column: str | None = None,
+    write: bool = True,
+) -> Plan:
+    """The whole command: check, read the footers, plan, write (unless `write` is false)."""
+    project_dir = Path(project_dir)
+    if not (project_dir / "dbt_project.yml").is_file():
+        raise AddSourceError(f"{project_dir} has no dbt_project.yml: pass the project with --project-dir")
+    request = build_request(producer, names, keys, source_name, table_name, timestamp_column)
+    if "://" in landing_root and not landing_root.startswith("file:"):
+        raise AddSourceError(
+            f"CDC_LANDING_ROOT={landing_root} is not a local folder: add-source reads footers of local files; point"
+            " it at a local copy of a few of the table's files for this command"
+        )
+    declared = [
+        (path, entry) for path, entry in _existing(project_dir).sources if entry.get("name") == request.source_name
+    ]
+    if producer == "dms" and request.timestamp_column is None:
+        # The existing source's column (its meta wins in staging), else DMS's usual name.
+        meta = (declared[0][1].get("meta") or {}) if declared else {}
+        request = dataclasses.replace(
+            request, timestamp_column=str(meta.get("dms_timestamp_column") or DEFAULT_TIMESTAMP_COLUMN)
+        )
+    for path, entry in declared:
+        check_source_fits(path, entry, request, None, project_dir)
+    root = Path(landing_root.removeprefix("file:"))
+    raw = read_raw_table(producer, root / request.landing_path, request.keys, request.timestamp_column, request.label)
+    result = plan(project_dir, request, raw)
+    if write:
+        apply(result)
+    return result
+
+
+def summary(plan_: Plan, project_dir: Path, landing_root: str, target: str, default_project: Path) -> list[str]:
+    """What the command prints: what it read, what it wrote, what to run next."""
+    request, raw = plan_.request, plan_.raw
+    project_dir = Path(project_dir)
+    shape = f" ({raw.shape})" if raw.shape else ""
+    lines = [
+        f"read the footers of {len(raw.files)} raw file(s) of {request.producer}{shape} table {request.label} in"
+        f" {raw.folder} (CDC_LANDING_ROOT={landing_root}, target {target})",
+        "columns: "
+        + ", ".join(f"{c.staging_name} {c.data_type or '(only nulls so far)'}" for c in raw.columns)
+        + f"; key: {', '.join(plan_.keys)}",
+    ]
+    for write in plan_.writes:
+        verb = "created " if write.action == "create" else "appended"
+        lines.append(f"{verb} {write.path.relative_to(project_dir)}")
+    same = project_dir.resolve() == Path(default_project).resolve()
+    project = "" if same else f" --project-dir {project_dir}"
+    lines += [
+        "next: replace the TODO descriptions, then build and test the new models:",
+        "  make run" if same else f"  python -m python_hooks run{project}",
+        f"  dbt test --select {request.staging_model}+{project}",
+    ]
+    return lines
