@@ -1,6 +1,7 @@
 # CDC lakehouse: dbt on an embedded Spark session with Apache Iceberg.
 #   make demo   sample raw data, stage by stage, through the whole pipeline (the main job)
 #   make run    the pipeline once over whatever is in $CDC_LANDING_ROOT (what a scheduler calls)
+#   make status where each table stands (exit 1 on a refusal or a stale table)
 #   make maintain  table maintenance: compaction, manifests, snapshot expiry, orphan files
 #   make test   every test
 #   make cluster-up / cluster-down / cluster-status   the shared target on this machine (CDC_TARGET=cluster)
@@ -15,7 +16,7 @@ BIN := $(VENV)/bin
 # their defaults, made absolute, from python_hooks/env.py, which every Python of the venv applies.
 export DBT_PROFILES_DIR := $(CURDIR)/profiles
 
-.PHONY: help install check-java system-packages cluster-packages demo run maintain test faults bench lint docs docs-serve clean \
+.PHONY: help install check-java system-packages cluster-packages demo run status maintain test faults bench lint docs docs-serve clean \
 	cluster-up cluster-down cluster-status
 
 SQL_PATHS := $(wildcard models snapshots tests analyses)
@@ -23,7 +24,8 @@ DOCS_PORT ?= 8080
 
 help:
 	@echo "make demo    write sample DMS/Debezium change files stage by stage and run the pipeline after each"
-	@echo "make run     run the pipeline once on \$$CDC_LANDING_ROOT (default data/landing)"
+	@echo "make run     run the pipeline once on \$$CDC_LANDING_ROOT (default data/landing); CDC_VERBOSE=1 shows dbt's lines"
+	@echo "make status  per table: rows, last run and its counts, lag, files waiting/refused (PLOT=lag.png draws it)"
 	@echo "make maintain  compact, rewrite manifests, expire snapshots (+cdc_retention), remove orphan files"
 	@echo "make test    run every test (pytest with real Spark + Iceberg, dbt data tests); of the kill points, a smoke subset"
 	@echo "make faults  the fault-injection suite: a run killed (SIGKILL) at every kill point, then repaired by the next"
@@ -86,10 +88,14 @@ cluster-status: install
 	@CDC_TARGET=cluster $(BIN)/python -m python_hooks cluster status
 
 demo: install check-java
-	$(BIN)/python -m sample_data.demo
+	CDC_SAMPLE_TIMES=now $(BIN)/python -m sample_data.demo
 
 run: install check-java
 	$(BIN)/python -m python_hooks run
+
+# Exit status 1 when a table's newest batch was refused or its lag passes its freshness error_after.
+status: install check-java
+	$(BIN)/python -m python_hooks status $(if $(PLOT),--plot $(PLOT))
 
 # Table maintenance (python_hooks/maintain.py, README "Maintenance"); CDC_TARGET=cluster beside the scheduler.
 maintain: install check-java
@@ -114,11 +120,11 @@ lint: install
 	  SKIP=ruff-check,ruff-format,sqlfluff-lint $(BIN)/pre-commit run --all-files --show-diff-on-failure; \
 	else echo "not a git checkout: pre-commit hooks skipped"; fi
 
-# --no-compile: models render SQL from raw files at execute time; lineage/docs come from dbt parse.
+# In one process (python_hooks/docs.py): dbt parse, dbt docs generate --no-compile --static (models
+# render SQL from raw files at execute time; lineage/docs come from dbt parse), the live row count of
+# every table into the catalog, then the coverage check (scripts/check_docs_coverage.py).
 docs: install check-java
-	$(BIN)/dbt parse
-	$(BIN)/dbt docs generate --no-compile --static
-	$(BIN)/python scripts/check_docs_coverage.py target
+	$(BIN)/python -m python_hooks docs
 
 docs-serve: install
 	@test -f target/index.html -a -f target/manifest.json || $(MAKE) docs

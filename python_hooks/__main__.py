@@ -1,15 +1,22 @@
 """Command line: `python -m python_hooks <command>` (`--help` on any of them).
 
-env             print the environment dbt runs with (target, paths, Iceberg jar, profiles dir)
+env             print the environment dbt runs with, and where each value comes from (--shell: NAME=value lines)
 write-pth       install the venv start-up hook that applies those defaults
 evolve          the schema-evolution hook alone: evolve the current-state Iceberg tables
 run             the pipeline once: the pre-dbt hooks, then `dbt build` (extra arguments go to dbt)
 erase           right to be forgotten: erase a data subject's keys from every table, raw file and snapshot
 rectify         right to rectification: correct a data subject's personal columns everywhere they are held
 maintain        table maintenance: compaction, manifests, snapshot expiry, orphan files
+status          where each table stands: rows, last run, lag, files waiting and refused (--plot FILE.png)
+add-source      add a source table from its landing folder: source entry, two one-line models, their ymls
+docs            the dbt docs site with live row counts, and the docs coverage check
 cluster up      start the shared target on this machine: PostgreSQL metastore, Spark, Thrift Server
 cluster down    stop what `cluster up` started
 cluster status  what runs, on which ports, and the locks held in the metastore
+
+Every command but `env --shell` and `write-pth` first prints one line on stderr (stdout stays the
+command's own output): the target, the warehouse and the landing zone, "(default)" where
+python_hooks/env.py chose them, and the schema.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 
 import click
 
@@ -28,16 +36,48 @@ def _logging() -> None:
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
-@click.group(help=__doc__)
-def main() -> None:
+class _Commands(click.Group):
+    """Keeps the chosen command's arguments for the group callback (the banner looks at them)."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        name, command, rest = super().resolve_command(ctx, args)
+        ctx.meta["python_hooks.args"] = [name or "", *rest]
+        return name, command, rest
+
+
+# No banner: output read by scripts (`env --shell`), and the venv's set-up (`write-pth`).
+_QUIET = {("env", "--shell"), ("write-pth", None)}
+
+
+@click.group(cls=_Commands, help=__doc__)
+@click.pass_context
+def main(ctx: click.Context) -> None:
     env.apply_defaults()
     _logging()
+    command, *args = ctx.meta.get("python_hooks.args") or [""]
+    quiet = (command, None) in _QUIET or any((command, a) in _QUIET for a in args)
+    if not quiet and not {"--help", "-h"} & set(args):
+        env.announce(env.environ_for(args))  # on stderr, once per process
 
 
-@main.command("env", help="Print the environment dbt runs with.")
-def env_command() -> None:
-    for name in [*env.defaults(), "CDC_TARGET", "ICEBERG_SPARK_RUNTIME_JAR"]:
-        click.echo(f"{name}={os.environ.get(name, '')}")
+@main.command("env")
+@click.option("--shell", is_flag=True, help="NAME=value lines only, as older versions printed (for scripts).")
+def env_command(shell: bool) -> None:
+    """Print the environment dbt runs with: each variable, its value, and where the value comes from
+    (environment = you set it, default = python_hooks/env.py or the profile, unset = neither)."""
+    if shell:
+        for name in [*env.defaults(), "CDC_TARGET", "ICEBERG_SPARK_RUNTIME_JAR"]:
+            click.echo(f"{name}={os.environ.get(name, '')}")
+        return
+    rows = env.describe()
+    click.echo(
+        "where each value comes from: environment = you set it, default = python_hooks/env.py "
+        "(CDC_TARGET, CDC_SCHEMA: profiles/profiles.yml), unset = neither"
+    )
+    name_width = max(len(name) for name, _, _ in rows)
+    value_width = min(max(len(value) for _, value, _ in rows), 40)  # a long path overflows its column
+    for name, value, source in rows:
+        click.echo(f"{name:<{name_width}}  {value or '-':<{value_width}}  {source}")
 
 
 @main.command("write-pth", help="Install the venv start-up hook that applies the environment defaults.")
@@ -51,10 +91,10 @@ def evolve() -> None:
 
     from python_hooks.pipeline import run_hooks
 
-    ok, problems, _, _ = run_hooks(dbtRunner())
-    for problem in problems:
+    found = run_hooks(dbtRunner())
+    for problem in found.problems:
         logging.getLogger("python_hooks").error("refused: %s", problem)
-    sys.exit(0 if ok else 1)
+    sys.exit(0 if found.ok else 1)
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
@@ -173,6 +213,104 @@ def cluster_status() -> None:
     from python_hooks import cluster as manager
 
     sys.exit(0 if manager.status(manager.config_from_env()) else 1)
+
+
+@main.command("docs")
+@click.option("--target", "-t", default=None, help="dbt target: local or cluster (default: $CDC_TARGET, else local).")
+def docs_command(target: str | None) -> None:
+    """The dbt docs site with live row counts, then the docs coverage check (`make docs`,
+    python_hooks/docs.py): dbt parse, dbt docs generate --static, select count(*) of every table into
+    catalog.json, the columns schema evolution added as warnings. Exit 1 on a documentation gap."""
+    from python_hooks.docs import build_docs
+
+    sys.exit(build_docs(["--target", target] if target else [], echo=click.echo))
+
+
+@main.command("add-source")
+@click.argument("producer", type=click.Choice(["dms", "debezium"]))
+@click.argument("names", nargs=-1, required=True, metavar="<schema> <table> | <topic>")
+@click.option("--key", "keys", multiple=True, required=True, help="The key column(s): col[,col] (or repeat --key).")
+@click.option("--source-name", default=None, help="The dbt source (default: the DMS schema, the topic's database).")
+@click.option("--table-name", default=None, help="The dbt table name (default: the DMS table, the topic's table).")
+@click.option(
+    "--timestamp-column",
+    default=None,
+    help="DMS only: the endpoint's TimestampColumnName (default: the existing source's, else last_update_time).",
+)
+@click.option(
+    "--project-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=env.PROJECT_ROOT,
+    show_default=True,
+    help="The dbt project to write into.",
+)
+def add_source_command(
+    producer: str,
+    names: tuple[str, ...],
+    keys: tuple[str, ...],
+    source_name: str | None,
+    table_name: str | None,
+    timestamp_column: str | None,
+    project_dir: Path,
+) -> None:
+    """Add a source table from the Parquet footers of its landing folder (python_hooks/add_source.py):
+
+    \b
+      add-source dms <schema> <table> --key col[,col]
+      add-source debezium <server.database.table> --key col[,col]
+
+    Writes the source entry (appended to the source's yml when the source exists), the staging and
+    current-state one-line models and a models yml for each; refuses, writing nothing, if a file or
+    model exists or a key column is missing from a raw file."""
+    from python_hooks import add_source
+
+    landing_root = os.environ["CDC_LANDING_ROOT"]
+    try:
+        plan = add_source.add_source(
+            project_dir, landing_root, producer, names, keys, source_name, table_name, timestamp_column
+        )
+    except add_source.AddSourceError as error:
+        logging.getLogger("python_hooks.add_source").error("add-source refused: %s", error)
+        sys.exit(1)
+    target = os.environ.get("CDC_TARGET") or "local"
+    for line in add_source.summary(plan, project_dir, landing_root, target, env.PROJECT_ROOT):
+        click.echo(line)
+
+
+@main.command("status")
+@click.option("--target", "-t", default=None, help="dbt target: local or cluster (default: $CDC_TARGET, else local).")
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also draw, per table, the lag and the rows changed per run over time, as a PNG at this path.",
+)
+def status_command(target: str | None, plot_path: Path | None) -> None:
+    """Where each current-state table stands (python_hooks/status.py): rows, the last run and its
+    counts, lag, files waiting and refused, the last schema change. Exits 1 when a table's newest
+    batch was refused or its lag passes its source's freshness error_after."""
+    from dbt.cli.main import dbtRunner
+
+    from python_hooks import status
+    from python_hooks.warehouse import Warehouse
+
+    common = ["--target", target] if target else []
+    parsed = dbtRunner().invoke(["parse", "--quiet", *common])
+    if not parsed.success:
+        logging.getLogger("python_hooks.status").error("dbt parse failed: see the errors above")
+        sys.exit(2)
+    with Warehouse.open(common) as warehouse:
+        statuses = status.collect(warehouse, parsed.result)
+        rows = status.log_rows(warehouse) if plot_path else []
+    for line in status.render(statuses):
+        click.echo(line)
+    if plot_path:
+        try:
+            click.echo(f"plot: {status.plot(rows, plot_path)}")
+        except ValueError as error:
+            click.echo(f"plot: not drawn: {error}", err=True)
+    sys.exit(status.exit_code(statuses))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@ Stage 1 is the initial load (DMS full load, Debezium snapshot); stages 2-4 are C
 hard cases (see sample_data/dms.py and sample_data/debezium.py); stage 5 changes source schemas: the
 seed's `ALTER TABLE customer ADD COLUMN status ...; UPDATE customer SET status = 'Green'` in MySQL,
 and new decimal and date columns in the CRM (sample_data/evolution.py). After each stage it prints, per
-current-state table, its rows and what this run applied. It starts from scratch each time: it
+current-state table, its rows and what that run inserted, updated, deleted, ignored and refused, and
+the lag, from the batch log (python_hooks/status.py); dbt's own lines go to logs/dbt.log
+(CDC_VERBOSE=1 shows them). It starts from scratch each time: it
 deletes the sample folders and, on the embedded target, the warehouse, so it refuses to run on paths
 outside data/; on the cluster target (CDC_TARGET=cluster) it drops the demo's schemas instead (the
 metastore is shared), through the same dbt adapter as the pipeline (python_hooks/warehouse.py).
@@ -12,7 +14,6 @@ metastore is shared), through the same dbt adapter as the pipeline (python_hooks
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import os
 import shutil
@@ -21,7 +22,8 @@ from pathlib import Path
 
 from python_hooks import env
 from python_hooks import erase as erasure
-from python_hooks.pipeline import run_pipeline
+from python_hooks import status as table_status
+from python_hooks.pipeline import make_runner, run_pipeline, verbose
 from python_hooks.schema_plan import quote_ident
 from python_hooks.warehouse import Warehouse
 from sample_data import debezium, dms, evolution
@@ -31,14 +33,6 @@ log = logging.getLogger("demo")
 DEMO_ERASURE_SECRET = "demo-only-erasure-secret-0000"  # a demo's, never a deployment's
 DEMO_ERASED_CUSTOMER = "5"
 
-CURRENT_STATE = {
-    "crm__customer_master": "DMS (PostgreSQL crm)",
-    "crm__customer_address": "DMS (PostgreSQL crm)",
-    "salesdb__customer": "Debezium flattened (MySQL salesdb)",
-    "salesdb__sales_order": "Debezium flattened (MySQL salesdb)",
-    "inventory__product": "Debezium envelope (PostgreSQL inventory)",
-}
-
 
 def _inside(path: Path, root: Path) -> bool:
     return path.resolve().is_relative_to(root.resolve())
@@ -47,10 +41,11 @@ def _inside(path: Path, root: Path) -> bool:
 def _reset(landing: Path, warehouse: Path, target: str) -> None:
     data = env.PROJECT_ROOT / "data"
     for path in (landing, warehouse) if target == "local" else (landing,):
-        if not _inside(path, data):
+        if not _inside(path, data) and path.exists() and any(path.iterdir()):
             raise SystemExit(
-                f"make demo starts from scratch and deletes {path}; it only does that under {data}. "
-                "Unset CDC_LANDING_ROOT / CDC_WAREHOUSE to use the defaults."
+                f"make demo starts from scratch and deletes {path}; it only does that under {data} (elsewhere,"
+                " only to a folder that does not exist yet or is empty). Unset CDC_LANDING_ROOT / CDC_WAREHOUSE to"
+                " use the defaults."
             )
     shutil.rmtree(landing / "dms" / dms.SCHEMA, ignore_errors=True)
     shutil.rmtree(landing / "debezium", ignore_errors=True)
@@ -76,23 +71,6 @@ def drop_schemas(warehouse: Warehouse, schema: str) -> list[str]:
     return dropped
 
 
-def _summary(warehouse: Warehouse, schema: str, since: dt.datetime) -> str:
-    applied = {
-        model: (files, events)
-        for model, files, events in warehouse.query(
-            f"select model_name, count(*) as files, sum(change_events) as events "
-            f"from {schema}_cdc_meta.cdc_file_ledger "
-            f"where applied_at >= cast('{since:%Y-%m-%d %H:%M:%S}' as timestamp) group by model_name"
-        )
-    }
-    lines = [f"  {'table':<24} {'producer':<42} {'rows':>6} {'files':>6} {'changes':>8}"]
-    for model, producer in CURRENT_STATE.items():
-        rows = warehouse.query(f"select count(*) from {schema}_current.{model}")[0][0]
-        files, events = applied.get(model, (0, 0))
-        lines.append(f"  {model:<24} {producer:<42} {rows:>6} {files:>6} {events:>8}")
-    return "\n".join(lines)
-
-
 def main() -> int:
     env.apply_defaults()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -105,17 +83,14 @@ def main() -> int:
         # Before the Spark session starts: Spark reads the secret from its JVM's environment.
         os.environ[erasure.SECRET_ENV] = DEMO_ERASURE_SECRET
         log.info("%s is not set: the demo's erasure uses a demo-only secret", erasure.SECRET_ENV)
+    env.announce()
     _reset(landing, warehouse, target)
-    log.info("make demo on target %s (warehouse %s, landing %s)", target, warehouse, landing)
     if target != "local":
         with Warehouse.open() as shared:
             dropped = drop_schemas(shared, schema)
         log.info("dropped the demo's schemas from the %s target: %s", target, ", ".join(dropped) or "none yet")
 
-    from dbt.cli.main import dbtRunner
-
-    runner = dbtRunner()
-    summaries = []
+    runner = make_runner(progress=not verbose())
     stages = dms.STAGES + 1
     for stage in range(1, stages + 1):
         if stage <= dms.STAGES:
@@ -129,18 +104,17 @@ def main() -> int:
                 stage,
             )
         log.info("\n=== stage %d of %d: %d raw files landed under %s ===", stage, stages, len(written), landing)
-        started = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) - dt.timedelta(seconds=1)
         if not run_pipeline(runner=runner):
             log.error("stage %d: the pipeline failed", stage)
             return 1
-        with Warehouse.open() as warehouse_sql:
-            summary = _summary(warehouse_sql, schema, started)
-        summaries.append(f"stage {stage}:\n{summary}")
-        log.info("\nstage %d applied:\n%s", stage, summary)
 
     with Warehouse.open() as warehouse_sql:
-        _report(warehouse_sql, schema, summaries)
-    return _erase_one(runner, schema)
+        _report(warehouse_sql, schema)
+    erased = _erase_one(runner, schema)
+    parsed = runner.invoke(["parse", "--quiet"])
+    with Warehouse.open() as warehouse_sql:
+        _final_summary(warehouse_sql, parsed.result, schema)
+    return erased
 
 
 def _erase_one(runner, schema: str) -> int:
@@ -172,9 +146,34 @@ def _erase_one(runner, schema: str) -> int:
     return 0
 
 
-def _report(warehouse: Warehouse, schema: str, summaries: list[str]) -> None:
-    log.info("\n=== demo summary (rows = current rows; files, changes = applied by that stage's run) ===")
-    log.info("\n".join(summaries))
+def _final_summary(warehouse: Warehouse, manifest, schema: str) -> None:
+    """The demo's last lines: per current-state table, its rows now and what the demo's runs did to
+    it, from the batch log (python_hooks/status.py reads the same)."""
+    statuses = table_status.collect(warehouse, manifest)
+    rows = table_status.log_rows(warehouse)
+    log.info("\n=== demo summary: %d runs, per table (%s_cdc_meta.cdc_batch_log) ===", dms.STAGES + 1, schema)
+    header = ("table", "rows", "runs", "changes", "inserted", "updated", "deleted", "ignored", "refused")
+    log.info("  %-22s %5s %5s %8s %8s %8s %8s %8s %8s  %s", *header, "lag")
+    for s in statuses:
+        mine = [row for row in rows if row["model_name"] == s.model]
+        applied = [row for row in mine if row["status"] == "applied"]
+        log.info(
+            "  %-22s %5s %5d %8d %8d %8d %8d %8d %8d  %s",
+            s.model,
+            "-" if s.rows is None else s.rows,
+            len(mine),
+            sum(row["change_events"] for row in applied),
+            sum(row["rows_inserted"] for row in applied),
+            sum(row["rows_updated"] for row in applied),
+            sum(row["rows_deleted"] for row in applied),
+            sum(table_status.ignored(row) for row in applied),
+            sum(row["files_refused"] for row in mine),
+            table_status.duration(s.lag_seconds),
+        )
+    log.info("(rows now: after the erasure of customer %s, which the batch log does not count)", DEMO_ERASED_CUSTOMER)
+
+
+def _report(warehouse: Warehouse, schema: str) -> None:
     log.info("\nschema evolution log (%s_cdc_meta.schema_evolution_log):", schema)
     for table_name, column_name, action, old_type, new_type in warehouse.query(
         f"select table_name, column_name, action, old_type, new_type "
@@ -189,7 +188,7 @@ def _report(warehouse: Warehouse, schema: str, summaries: list[str]) -> None:
         f"select customer_id, customer_sk, valid_from, valid_to, is_current, is_deleted "
         f"from {schema}_marts.dim_customer where customer_id in ("
         f"  select customer_id from {schema}_marts.dim_customer group by customer_id having count(*) > 2)"
-        f" order by customer_id, valid_from limit 12"
+        f" order by customer_id, valid_from limit 6"
     ):
         log.info("  customer %s  sk %s  %s -> %s  current=%s deleted=%s", *row)
     log.info("\norders joined to the customer version valid at order_ts (%s_marts.fct_sales_order):", schema)
@@ -204,6 +203,7 @@ def _report(warehouse: Warehouse, schema: str, summaries: list[str]) -> None:
         "\nExplore: source .venv/bin/activate && dbt show%s --inline \"select * from {{ ref('salesdb__customer') }}\"",
         target,
     )
+    log.info("Where each table stands: make status (python -m python_hooks status --plot lag.png). Docs: make docs")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,103 @@
+"""The README's first hour, as a new user runs it, in subprocesses with a warehouse and landing zone
+of their own: `make demo`, then `make docs`, `make status` and `dbt source freshness` on what the
+demo left (its schema-evolution stage included).
+
+- the demo prints under 200 lines: per stage, a progress line per table and the run's table (rows,
+  inserted, updated, deleted, ignored, refused, lag), and at the end the demo's summary; dbt's own
+  per-node lines go to its log file;
+- `make docs` exits 0 although the demo's schema evolution added columns no yml lists;
+- `make status` exits 0: every table fresh (the demo writes its change timestamps relative to now);
+- `dbt source freshness` reports no error on the sample data.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+PROJECT = Path(__file__).resolve().parents[2]
+TABLES = [
+    "crm__customer_address",
+    "crm__customer_master",
+    "inventory__product",
+    "salesdb__customer",
+    "salesdb__sales_order",
+]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> dict:
+    work = tmp_path_factory.mktemp("demo")
+    environ = {
+        name: value
+        for name, value in os.environ.items()
+        # the pytest session's own choices (conftest.py), not a new user's
+        if name not in {"CDC_SCHEMA", "CDC_DEFAULTED", "CDC_ERASURE_SECRET", "CDC_KILL_AT", "CDC_VERBOSE"}
+    }
+    environ.update(
+        CDC_WAREHOUSE=str(work / "warehouse"),
+        CDC_LANDING_ROOT=str(work / "landing"),
+        DBT_TARGET_PATH=str(work / "target"),
+        DBT_LOG_PATH=str(work / "logs"),
+    )
+
+    def run(*command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            command, cwd=PROJECT, env=environ, capture_output=True, text=True, timeout=1200, check=False
+        )
+
+    result = {"demo": run("make", "--no-print-directory", "demo")}
+    if result["demo"].returncode == 0:
+        result["docs"] = run("make", "--no-print-directory", "docs")
+        result["status"] = run("make", "--no-print-directory", "status")
+        result["freshness"] = run(str(PROJECT / ".venv" / "bin" / "dbt"), "source", "freshness")
+    result["work"] = work
+    return result
+
+
+def _output(process: subprocess.CompletedProcess) -> str:
+    return process.stdout + process.stderr
+
+
+def test_demo_prints_under_200_lines_with_the_per_table_summary(demo):
+    output = _output(demo["demo"])
+    assert demo["demo"].returncode == 0, output[-4000:]
+    lines = output.splitlines()
+    assert len(lines) < 200, f"make demo printed {len(lines)} lines"
+    assert not [line for line in lines if re.search(r"\b(START|OK created|PASS) ", line)], "dbt per-node lines"
+    assert output.count("this run (") == 5, "one table per stage's run"
+    summary = output[output.index("=== demo summary") :].splitlines()
+    assert summary[1].split()[:3] == ["table", "rows", "runs"], summary[:2]
+    rows = {line.split()[0]: line.split() for line in summary[2:] if line.split() and line.split()[0] in TABLES}
+    assert sorted(rows) == TABLES, summary
+    for table, cells in rows.items():
+        assert int(cells[2]) >= 4, f"{table}: {cells[2]} runs in the batch log"  # stages 1-4, 5 for evolved ones
+    assert (demo["work"] / "logs" / "dbt.log").stat().st_size > 100_000, "dbt's lines went to the log file"
+
+
+def test_docs_build_after_the_demo_schema_evolution(demo):
+    assert "docs" in demo, "make demo failed"
+    output = _output(demo["docs"])
+    assert demo["docs"].returncode == 0, output[-4000:]
+    # the columns the demo's schema evolution added are reported, not failed
+    for column in ("credit_limit", "birth_date", "status"):
+        assert column in output, f"{column}: not reported by the docs check\n{output[-3000:]}"
+    assert (demo["work"] / "target" / "static_index.html").exists()
+
+
+def test_status_after_the_demo_is_ok(demo):
+    assert "status" in demo, "make demo failed"
+    output = _output(demo["status"])
+    assert demo["status"].returncode == 0, output[-4000:]
+    assert "5 table(s): 5 ok" in output, output[-3000:]
+
+
+def test_source_freshness_after_the_demo_has_no_error(demo):
+    assert "freshness" in demo, "make demo failed"
+    output = _output(demo["freshness"])
+    assert demo["freshness"].returncode == 0, output[-4000:]
+    assert len(re.findall(r"\bPASS freshness of ", output)) == 5, output[-3000:]
