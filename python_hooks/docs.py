@@ -28,6 +28,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from python_hooks.schema_plan import relation_parts
+
 log = logging.getLogger(__name__)
 
 DOCUMENTED_NODES = {"model", "snapshot", "seed"}
@@ -62,26 +64,6 @@ class Coverage:
     @property
     def ok(self) -> bool:
         return not self.gaps
-
-
-def relation_parts(rendered: str) -> list[str]:
-    """The parts of a rendered relation name: `db`.`t``x` -> [db, t`x]; unquoted parts as they are."""
-    parts, current, quoted, index = [], [], False, 0
-    while index < len(rendered):
-        char = rendered[index]
-        if char == "`" and quoted and rendered.startswith("``", index):
-            current.append("`")
-            index += 1
-        elif char == "`":
-            quoted = not quoted
-        elif char == "." and not quoted:
-            parts.append("".join(current).strip())
-            current = []
-        else:
-            current.append(char)
-        index += 1
-    parts.append("".join(current).strip())
-    return parts
 
 
 def _blank(text: str | None) -> bool:

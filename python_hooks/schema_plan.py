@@ -443,24 +443,29 @@ class Plan:
         return not self.refusals
 
 
-def _model_name(table: str) -> str:
-    """Last part of a rendered table name (`cat`.`db`.`t``x` -> t`x): the dbt model to --select."""
+def relation_parts(rendered: str) -> list[str]:
+    """The parts of a rendered relation name: `db`.`t``x` -> [db, t`x]; unquoted parts as they are."""
     parts, current, quoted, index = [], [], False, 0
-    while index < len(table):
-        char = table[index]
-        if char == "`" and quoted and table.startswith("``", index):
+    while index < len(rendered):
+        char = rendered[index]
+        if char == "`" and quoted and rendered.startswith("``", index):
             current.append("`")
             index += 1
         elif char == "`":
             quoted = not quoted
         elif char == "." and not quoted:
-            parts.append("".join(current))
+            parts.append("".join(current).strip())
             current = []
         else:
             current.append(char)
         index += 1
-    parts.append("".join(current))
-    return parts[-1].strip()
+    parts.append("".join(current).strip())
+    return parts
+
+
+def _model_name(table: str) -> str:
+    """Last part of a rendered table name (`cat`.`db`.`t``x` -> t`x): the dbt model to --select."""
+    return relation_parts(table)[-1]
 
 
 def business_schema(

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from python_hooks.schema_plan import quote_ident, sql_string
+from python_hooks.schema_plan import quote_ident, relation_parts, sql_string
 from python_hooks.warehouse import Warehouse
 
 LOG_TABLE = "cdc_batch_log"
@@ -112,7 +112,7 @@ def _schema_changes(warehouse: Warehouse) -> dict[str, tuple]:
         f" from {quote_ident(warehouse.meta_schema)}.schema_evolution_log order by applied_at"
     ):
         # table_name as the hooks quote it: `schema`.`table`
-        newest[table_name.split(".")[-1].strip("`").lower()] = (column, action, new_type, applied_at)
+        newest[relation_parts(table_name)[-1].lower()] = (column, action, new_type, applied_at)
     return newest
 
 

@@ -1,0 +1,102 @@
+"""python_hooks/status.py without a warehouse: states, exit codes, the run's table, the status text."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from python_hooks.status import TableStatus, duration, exit_code, ignored, render, run_table
+
+AT = dt.datetime(2026, 11, 24, 12, 0, 0)
+
+
+def _row(model: str, status: str = "applied", **counts) -> dict:
+    row = {
+        "run_id": "8c697ecf0000",
+        "model_name": model,
+        "status": status,
+        "finished_at": AT,
+        "seconds": 3.25,
+        "files": 2,
+        "change_events": 10,
+        "rows_inserted": 2,
+        "rows_updated": 3,
+        "rows_deleted": 1,
+        "ignored_older": 1,
+        "ignored_redelivered": 2,
+        "ignored_tombstoned": 0,
+        "ignored_truncated": 1,
+        "files_refused": 0,
+        "refusal": None,
+    }
+    return {**row, **counts}
+
+
+def _status(model: str = "crm__customer_master", **fields) -> TableStatus:
+    values = {
+        "model": model,
+        "source": "crm.customer_master",
+        "rows": 21,
+        "last": _row(model),
+        "refused": None,
+        "lag_seconds": 600.0,
+        "files_waiting": 0,
+        "schema_change": None,
+        "warn_after": 12 * 3600.0,
+        "error_after": 24 * 3600.0,
+    }
+    return TableStatus(**{**values, **fields})
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (None, "-"),
+        (0, "0 s"),
+        (59.9, "59 s"),
+        (61, "1 min"),
+        (3 * 3600 + 5 * 60, "3 h 05 min"),
+        (5 * 86400 + 7200, "5 d 02 h"),
+    ],
+)
+def test_duration(seconds, text):
+    assert duration(seconds) == text
+
+
+def test_state_and_exit_code():
+    assert _status().state == "ok"
+    assert _status(lag_seconds=13 * 3600.0).state == "warn"
+    assert _status(lag_seconds=25 * 3600.0).state == "error"
+    assert _status(rows=None, last=None, lag_seconds=None).state == "not built"
+    refused = _row("crm__customer_master", "refused", files_refused=1, refusal="raw file x.parquet: unknown op")
+    assert _status(refused=refused).state == "refused"
+    assert _status(lag_seconds=10**9, warn_after=None, error_after=None).state == "ok", "no threshold, never stale"
+    assert exit_code([_status(), _status(lag_seconds=13 * 3600.0)]) == 0, "a warning does not fail"
+    assert exit_code([_status(), _status(lag_seconds=25 * 3600.0)]) == 1
+    assert exit_code([_status(refused=refused)]) == 1
+
+
+def test_ignored_sums_the_four_reasons():
+    assert ignored(_row("m")) == 4
+
+
+def test_run_table_one_line_per_table_dash_for_nothing_new():
+    statuses = [_status("crm__customer_master"), _status("salesdb__customer", rows=None, lag_seconds=None)]
+    refused = _row("salesdb__customer", "refused", files_refused=2)
+    lines = run_table(statuses, [_row("crm__customer_master"), refused])
+    assert lines[0].split() == ["table", "rows", "inserted", "updated", "deleted", "ignored", "refused", "lag"]
+    assert lines[1].split() == ["crm__customer_master", "21", "2", "3", "1", "4", "0", "10", "min"]
+    assert lines[2].split() == ["salesdb__customer", "-", "0", "0", "0", "0", "2", "-"]
+    assert run_table(statuses, [])[1].split()[1:6] == ["21", "-", "-", "-", "-"], "nothing new this run"
+
+
+def test_render_names_counts_refusal_and_what_to_do_last():
+    refused = _row("salesdb__customer", "refused", files_refused=1, refusal="raw file 7.parquet is empty (0 bytes)")
+    lines = render([_status(), _status("salesdb__customer", refused=refused, files_waiting=1)])
+    text = "\n".join(lines)
+    assert "crm__customer_master (crm.customer_master): OK, 21 rows, lag 10 min" in text
+    assert "2 inserted, 3 updated, 1 deleted, 4 ignored (1 older, 2 re-delivered, 0 tombstoned, 1 truncated)" in text
+    assert "files waiting 1, files refused 1" in text
+    assert any(line.startswith("REFUSED salesdb__customer") and "7.parquet" in line for line in lines)
+    assert lines[-2].startswith("What to do:") and lines[-1] == "2 table(s): 1 ok, 1 refused"
