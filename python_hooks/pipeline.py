@@ -135,8 +135,8 @@ def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False) -> H
             " with the complete file under the same name, or delete it. The table was not changed."
         )
         result.blocked_models.update({table.staging_model, table.model})
-    for change in result.applied:
-        log.info(
+    for change in result.applied:  # each ALTER was printed as it ran; schema_evolution_log records it
+        log.debug(
             "schema evolution: %s.%s %s %s -> %s",
             change.table,
             change.column,
