@@ -9,7 +9,7 @@
         +cdc_compaction:
           deleted_rows_fraction: 0.10   # position-deleted rows / data rows
           delete_files: 100             # delete files behind the current snapshot
-          meta_files: 50                # this model's files in cdc_tombstones / cdc_file_ledger
+          meta_files: 50                # this model's files in cdc_tombstones / cdc_file_ledger / cdc_batch_log
           # enabled: false              # e.g. when an external maintenance job compacts
 
     Compaction rewrites the data files that have deletes (`rewrite_data_files`, which with
@@ -17,7 +17,7 @@
     batches instead of at every batch), then drops the position deletes that no longer point at a
     live row (`rewrite_position_delete_files`). Each is its own Iceberg commit of the same rows:
     a failure leaves the table correct, only not compacted. The pipeline's own tables get one
-    small file per batch each (a model's tombstones and ledger rows), which every batch reads: once
+    small file per batch each (a model's tombstones, ledger and batch log rows): once
     a model has `meta_files` of them, they are bin-packed into one. Snapshots are not expired here,
     after a batch: `make maintain` (python_hooks/maintain.py) does that, with manifest rewrite and
     orphan-file removal, by each model's `cdc_retention`, and runs `cdc_compact_current_state`. -#}
@@ -100,10 +100,10 @@
 
 
 {% macro cdc_compact_meta(model_name, settings) %}
-    {#- Bin-packs one model's partition of cdc_tombstones and cdc_file_ledger once it holds
-        `meta_files` files (one per batch that wrote to it). -#}
+    {#- Bin-packs one model's partition of cdc_tombstones, cdc_file_ledger and cdc_batch_log once it
+        holds `meta_files` files (one per batch that wrote to it). -#}
     {%- if settings.enabled -%}
-        {%- set tables = ['cdc_tombstones', 'cdc_file_ledger'] -%}
+        {%- set tables = ['cdc_tombstones', 'cdc_file_ledger', 'cdc_batch_log'] -%}
         {%- set counts = [] -%}
         {%- for identifier in tables -%}
             {%- do counts.append(

@@ -128,13 +128,13 @@ def test_batches_are_merge_on_read_and_compaction_keeps_deletes_bounded(lake, sp
 
 
 def test_pipeline_state_files_are_bin_packed(lake, dbt, spark):
-    """A batch adds a small file to the model's partition of cdc_tombstones and cdc_file_ledger;
-    cdc_compact_meta bin-packs them once there are `meta_files` (here 2), rows unchanged."""
+    """A batch adds a small file to the model's partition of cdc_tombstones, cdc_file_ledger and
+    cdc_batch_log; cdc_compact_meta bin-packs them once there are `meta_files` (here 2), rows unchanged."""
     schema, model = lake["schema"], "crm__customer_master"
 
     def state():
         result = {}
-        for table in ("cdc_tombstones", "cdc_file_ledger"):
+        for table in ("cdc_tombstones", "cdc_file_ledger", "cdc_batch_log"):
             relation = f"{schema}_cdc_meta.{table}"
             files = spark.sql(f"select count(*) from {relation}.files where partition.model_name = '{model}'")
             rows = spark.sql(f"select * from {relation} where model_name = '{model}'").collect()
