@@ -577,14 +577,28 @@ where s._cdc_op <> 'D'
 {% macro cdc_pause_point(name) %}
     {#- A named point of a batch where a run can be made to wait, for tests of what other processes
         see meanwhile and of a run killed there: CDC_PAUSE_AT=<name> (every model) or
-        <name>:<model> makes it sleep CDC_PAUSE_SECONDS (default 30) inside the warehouse, in a task
-        that holds one executor core. Nothing happens when unset. -#}
+        <name>:<model> makes it sleep up to CDC_PAUSE_SECONDS (default 30) inside the warehouse, in a
+        task that holds one executor core. With CDC_PAUSE_RELEASE=<database>, it sleeps 2 s at a time
+        and goes on as soon as that database exists (the test creates it when it has seen what it
+        wanted), so a generous bound costs nothing. Nothing happens when CDC_PAUSE_AT is unset. -#}
     {%- set wanted = env_var('CDC_PAUSE_AT', '').split(':') -%}
     {%- if wanted[0] == name and (wanted | length == 1 or wanted[1] == this.identifier) -%}
         {%- set seconds = env_var('CDC_PAUSE_SECONDS', '30') | int -%}
+        {%- set release = env_var('CDC_PAUSE_RELEASE', '') -%}
+        {%- set step = 2 if release else seconds -%}
         {{ log('cdc: pause point ' ~ name ~ ' of ' ~ this ~ ' reached: waiting ' ~ seconds ~ ' s', info=true) }}
-        {%- do cdc_execute("select reflect('java.lang.Thread', 'sleep', cast(" ~ (seconds * 1000) ~ " as bigint))") -%}
-        {{ log('cdc: pause point ' ~ name ~ ' of ' ~ this ~ ' passed', info=true) }}
+        {%- set state = namespace(waited=0, released=false) -%}
+        {%- for _ in range(((seconds + step - 1) // step) if step > 0 else 0) -%}
+            {%- if not state.released -%}
+                {%- set chunk = [step, seconds - state.waited] | min -%}
+                {%- do cdc_execute("select reflect('java.lang.Thread', 'sleep', cast(" ~ (chunk * 1000) ~ " as bigint))") -%}
+                {%- set state.waited = state.waited + chunk -%}
+                {%- if release and run_query('show databases like ' ~ cdc_sql_string(release)) | length > 0 -%}
+                    {%- set state.released = true -%}
+                {%- endif -%}
+            {%- endif -%}
+        {%- endfor -%}
+        {{ log('cdc: pause point ' ~ name ~ ' of ' ~ this ~ ' passed' ~ (' (released after ' ~ state.waited ~ ' s)' if state.released else ''), info=true) }}
     {%- endif -%}
 {% endmacro %}
 

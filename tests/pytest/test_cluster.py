@@ -202,12 +202,20 @@ def dbt_pipeline_ok(lake, cluster) -> bool:
 
 
 def _run_process(schema: str, landing: Path, cluster, *select: str, pause: int = 0) -> subprocess.Popen:
-    """`make run` on the cluster in its own process (what the scheduler starts)."""
+    """`make run` on the cluster in its own process (what the scheduler starts). With `pause`, one
+    model waits at before_publish for up to `pause` seconds, or until `_release(cluster, schema)`."""
     environ = {**cluster.environ, "CDC_LANDING_ROOT": str(landing), "CDC_SCHEMA": schema}
-    environ.pop("CDC_PAUSE_AT", None)
+    for name in ("CDC_PAUSE_AT", "CDC_PAUSE_SECONDS", "CDC_PAUSE_RELEASE"):
+        environ.pop(name, None)
     if pause:
         # One model pauses (its sleep holds one of the cluster's two executor cores; the other is free).
-        environ.update({"CDC_PAUSE_AT": f"before_publish:{PAUSED}", "CDC_PAUSE_SECONDS": str(pause)})
+        environ.update(
+            {
+                "CDC_PAUSE_AT": f"before_publish:{PAUSED}",
+                "CDC_PAUSE_SECONDS": str(pause),
+                "CDC_PAUSE_RELEASE": _release_name(schema),
+            }
+        )
     target = PROJECT / "target" / f"pytest-{schema}-{os.getpid()}-{time.monotonic_ns()}"
     return subprocess.Popen(
         [sys.executable, "-m", "python_hooks", "run", *select, "--target-path", str(target)],
@@ -218,6 +226,21 @@ def _run_process(schema: str, landing: Path, cluster, *select: str, pause: int =
         text=True,
         start_new_session=True,
     )
+
+
+def _release_name(schema: str) -> str:
+    return f"{schema}_pause_released"
+
+
+def _release(cluster, schema: str) -> None:
+    """Ends a pause of `_run_process(schema, ..., pause=...)` (macros/cdc/merge.sql, cdc_pause_point)."""
+    from pyhive import hive
+
+    connection = hive.connect(host="127.0.0.1", port=cluster.port, username="pytest")
+    try:
+        connection.cursor().execute(f"create database if not exists {_release_name(schema)}")
+    finally:
+        connection.close()
 
 
 def _locks_settle(cluster, seconds: float) -> int:
@@ -278,7 +301,7 @@ def _assert_crm_equals_replay(cluster, schema: str, landing: Path, label: str) -
 
 
 def test_a_dbt_show_while_a_run_is_in_the_middle_of_a_batch(cluster, crm_lake, schema):
-    run = Output(_run_process(schema, crm_lake, cluster, *CRM, pause=120))
+    run = Output(_run_process(schema, crm_lake, cluster, *CRM, pause=300))
     run.wait_for("pause point before_publish", 300)
     environ = {**cluster.environ, "CDC_LANDING_ROOT": str(crm_lake), "CDC_SCHEMA": schema}
     started = time.monotonic()
@@ -305,7 +328,9 @@ def test_a_dbt_show_while_a_run_is_in_the_middle_of_a_batch(cluster, crm_lake, s
         f"the run went on before dbt show ended ({time.monotonic() - started:.0f} s): not concurrent"
     )
     assert run.process.poll() is None, "the run was still in its batch while dbt show read the table"
+    _release(cluster, schema)
     assert run.finish() == 0, run.text[-4000:]
+    assert "released after" in run.text, "the run went on before it was released"
     _assert_crm_equals_replay(cluster, schema, crm_lake, "after the paused run")
 
 
@@ -341,11 +366,13 @@ def test_concurrent_commits_to_one_iceberg_table_lose_nothing(cluster, schema):
 def test_two_runs_of_one_model_at_once_lose_and_double_nothing(cluster, crm_lake, schema):
     """The first run pauses with its batch appended to its own branch; a second run applies the same
     batch and publishes; the first then refuses to publish (main moved), so no row is doubled."""
-    first = Output(_run_process(schema, crm_lake, cluster, *CRM, pause=180))
+    first = Output(_run_process(schema, crm_lake, cluster, *CRM, pause=300))
     first.wait_for("pause point before_publish", 300)
     second = Output(_run_process(schema, crm_lake, cluster, *CRM))
     assert second.finish() == 0, second.text[-4000:]
     _assert_crm_equals_replay(cluster, schema, crm_lake, "after the second run")  # no duplicate key either
+    assert first.process.poll() is None, "the first run went on before the second one had published"
+    _release(cluster, schema)
     assert first.finish() != 0, "the first run published over the second one's commit"
     assert "another writer committed to" in first.text, first.text[-4000:]
     _assert_crm_equals_replay(cluster, schema, crm_lake, "after the refused publish")
