@@ -31,8 +31,19 @@ import click
 from python_hooks import env
 
 
+class _Plain(logging.Formatter):
+    """What a command says, as plain lines like the rest of its output; a warning or an error
+    starts with its level."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        return text if record.levelno <= logging.INFO else f"{record.levelname}: {text}"
+
+
 def _logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(_Plain("%(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
