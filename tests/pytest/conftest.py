@@ -265,6 +265,16 @@ class Cluster:
         finally:
             connection.close()
 
+    def execute(self, sql: str) -> None:
+        """A statement whose result is not read (DDL: PyHive cannot fetch its result on Spark 3.5)."""
+        from pyhive import hive
+
+        connection = hive.connect(host="127.0.0.1", port=self.port, username="pytest")
+        try:
+            connection.cursor().execute(sql)
+        finally:
+            connection.close()
+
     def table_rows(self, relation: str, key: Sequence[str], columns: Iterable[str]) -> dict[tuple, dict]:
         """The whole table as key tuple -> {column: value}, like table_rows()."""
         columns = list(columns)

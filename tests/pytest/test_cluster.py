@@ -234,13 +234,7 @@ def _release_name(schema: str) -> str:
 
 def _release(cluster, schema: str) -> None:
     """Ends a pause of `_run_process(schema, ..., pause=...)` (macros/cdc/merge.sql, cdc_pause_point)."""
-    from pyhive import hive
-
-    connection = hive.connect(host="127.0.0.1", port=cluster.port, username="pytest")
-    try:
-        connection.cursor().execute(f"create database if not exists {_release_name(schema)}")
-    finally:
-        connection.close()
+    cluster.execute(f"create database if not exists {_release_name(schema)}")
 
 
 def _locks_settle(cluster, seconds: float) -> int:
@@ -339,10 +333,8 @@ def test_concurrent_commits_to_one_iceberg_table_lose_nothing(cluster, schema):
     from pyhive import hive
 
     table = f"{schema}_commits.t"
-    connection = hive.connect(host="127.0.0.1", port=cluster.port, username="pytest")
-    connection.cursor().execute(f"create database if not exists {schema}_commits")
-    connection.cursor().execute(f"create table {table} (writer int, n int) using iceberg")
-    connection.close()
+    cluster.execute(f"create database if not exists {schema}_commits")
+    cluster.execute(f"create table {table} (writer int, n int) using iceberg")
 
     def writer(number: int) -> None:
         session = hive.connect(host="127.0.0.1", port=cluster.port, username=f"writer{number}")
