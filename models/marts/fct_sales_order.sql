@@ -19,8 +19,15 @@ customer_versions as (
 
 ),
 
+order_statuses as (
+
+    select * from {{ ref('order_statuses') }}
+
+),
+
 {% if is_incremental() %}
--- orders whose history changed since the last run, and orders of customers with a new version
+-- orders whose history changed since the last run, orders of customers with a new version, and
+-- orders whose status has a new name in the code list
 touched_orders as (
 
     select order_versions.order_id
@@ -34,6 +41,15 @@ touched_orders as (
     inner join customer_versions
         on cast(order_versions.customer_id as bigint) = customer_versions.customer_id
     where customer_versions._cdc_applied_at > {{ scd2_watermark(this) }}
+
+    union
+
+    -- orders whose status the seed order_statuses has renamed since their row was written
+    select fct_rows.order_id
+    from {{ this }} as fct_rows
+    left join order_statuses
+        on fct_rows.order_status = order_statuses.order_status
+    where not fct_rows.order_status_name <=> order_statuses.order_status_name
 
 ),
 {% endif %}
@@ -58,6 +74,7 @@ point_in_time as (
         current_orders.order_ts,
         current_orders.amount,
         current_orders.order_status,
+        order_statuses.order_status_name,
         current_orders.valid_from as order_status_valid_from,
         current_orders.is_deleted,
         coalesce(customer_versions.customer_sk, -1) as customer_sk
@@ -66,6 +83,8 @@ point_in_time as (
         on cast(current_orders.customer_id as bigint) = customer_versions.customer_id
             and current_orders.order_ts >= customer_versions.valid_from
             and current_orders.order_ts < customer_versions.valid_to
+    left join order_statuses
+        on current_orders.order_status = order_statuses.order_status
 
 ),
 
@@ -82,6 +101,7 @@ changed as (
             and point_in_time.order_ts <=> fct_rows.order_ts
             and point_in_time.amount <=> fct_rows.amount
             and point_in_time.order_status <=> fct_rows.order_status
+            and point_in_time.order_status_name <=> fct_rows.order_status_name
             and point_in_time.order_status_valid_from <=> fct_rows.order_status_valid_from
             and point_in_time.is_deleted <=> fct_rows.is_deleted
     {% endif %}
@@ -97,6 +117,7 @@ fct_sales_order as (
         changed.order_ts,
         changed.amount,
         changed.order_status,
+        changed.order_status_name,
         changed.order_status_valid_from,
         changed.is_deleted,
         {{ cdc_run_timestamp() }} as _cdc_applied_at
