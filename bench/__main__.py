@@ -66,7 +66,7 @@ def main() -> int:
     from bench.report import markdown, write_results
     from bench.run import Settings, run_benchmark
     from bench.sql import TargetUnavailable
-    from python_hooks import env
+    from python_hooks.project import env
 
     settings = Settings.from_env()
     work = Path(os.environ.get("BENCH_WORK") or REPO_ROOT / "data" / "bench").resolve()

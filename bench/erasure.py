@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from bench.context import Run
 from bench.generate import KEY, LOAD_US, Checksum, TableData, expected_rows, table_checksum
 from bench.harness import BenchError, environment
 
@@ -54,10 +55,10 @@ def raw_rows_of(folder, erased: list[int]) -> int:
     return found
 
 
-def measure(run, data: TableData, count: int) -> dict:
+def measure(run: Run, data: TableData, count: int) -> dict:
     """Erase `count` customers from the 1x table; returns the stage's figures and check."""
-    from python_hooks import erase
-    from python_hooks.warehouse import Warehouse
+    from python_hooks import personal_data as erase
+    from python_hooks.project.warehouse import Warehouse
 
     erased = customers(data, count)
     relation = run.relation(data.name)

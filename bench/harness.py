@@ -95,7 +95,7 @@ class BenchDbt:
         statements dbt sent and the seconds of each step: `parse`, `run-operation
         cdc_create_meta_tables` (what opens the session in a new process), `hooks` (the
         schema-evolution hook, between the dbt commands) and `build`."""
-        from python_hooks.pipeline import run_pipeline
+        from python_hooks.commands.run import run_pipeline
 
         timed = _TimedRunner(self._runner)
         first = len(self.profile.statements)

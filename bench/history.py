@@ -15,14 +15,11 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from bench.context import Run
 from bench.generate import generate_history
 from bench.harness import check, land, table_layout
 from bench.instrument import breakdown
-
-if TYPE_CHECKING:
-    from bench.run import Run
 
 FEW_FILES = 5
 

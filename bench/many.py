@@ -19,16 +19,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from bench import baseline
+from bench.context import Run
 from bench.generate import KEY, SOURCE_SCHEMA, TableData, generate_table
 from bench.harness import BenchDbt, check, land
 from bench.instrument import breakdown
 from bench.project import build_project, many_models
-
-if TYPE_CHECKING:
-    from bench.run import Run
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +50,7 @@ def table_names(count: int) -> list[str]:
 
 def prepare(run: Run) -> ManyTables:
     """Generate the tables' raw files and their dbt project."""
-    from python_hooks.schema_plan import spark_type
+    from python_hooks.evolution.types import spark_type
 
     settings = run.settings
     names = table_names(settings.many_tables)

@@ -13,6 +13,9 @@ code measures both targets:
     sql.execute("merge into ...")  DDL/DML: nothing fetched (PyHive fails fetching a DDL/DML result)
     sql.consume("select ...")      run a query to its end and keep nothing (the floor's scan)
 
+`open_sql(target)` opens the target's runner; `drop_bench_schemas` clears the last run's schemas
+on `cluster`, where the bench's tables outlive a run.
+
 ThriftSql talks to the server directly rather than through python_hooks.warehouse.Warehouse (the dbt
 adapter): the adapter closes its connection after every statement, so a temporary view would not
 outlive the statement that creates it, and it polls a running statement once a second (the
@@ -99,7 +102,7 @@ class ThriftSql:
         CDC_THRIFT_USER, with the profile's defaults."""
         from pyhive import hive
 
-        from python_hooks.cluster import HOST, PORTS
+        from python_hooks.cluster.config import HOST, PORTS
 
         logging.getLogger("pyhive").setLevel(logging.WARNING)
         host = environ.get("CDC_THRIFT_HOST") or HOST
@@ -160,6 +163,37 @@ class ThriftSql:
             self._connection.close()
         except Exception:  # noqa: BLE001 - the server may have gone already
             log.debug("closing the Thrift session failed", exc_info=True)
+
+
+def open_sql(target: str) -> Sql:
+    """`local`: the SparkSession dbt-spark created from the profile (or the one already running in
+    this process, a test's). `cluster`: a session of the Thrift Server."""
+    if target == "cluster":
+        return ThriftSql.connect()
+    from pyspark.sql import SparkSession
+
+    return LocalSql(SparkSession.getActiveSession() or SparkSession.builder.getOrCreate())
+
+
+def drop_bench_schemas(sql: Sql, schema: str) -> list[str]:
+    """`cluster`: the bench's tables outlive the run in the cluster's metastore (on `local` they are
+    in the work folder, emptied at every run). Drop the schemas the bench's target schema owns
+    (`<schema>`, `<schema>_staging`, `<schema>_current`, `<schema>_cdc_meta`: a file ledger from
+    the last run would skip this run's files, which have the same names), tables purged."""
+    owned = {schema, f"{schema}_staging", f"{schema}_current", f"{schema}_cdc_meta"}
+    dropped = []
+    for (database,) in sql.query("show databases"):
+        if database.lower() not in owned:
+            continue
+        views = {row[1] for row in sql.query(f"show views in {database}") if not row[2]}
+        for view in sorted(views):
+            sql.execute(f"drop view if exists {database}.{view}")
+        for _, table, temporary in sql.query(f"show tables in {database}"):
+            if not temporary and table not in views:
+                sql.execute(f"drop table if exists {database}.{table} purge")
+        sql.execute(f"drop database if exists {database} cascade")
+        dropped.append(database)
+    return dropped
 
 
 def quote_path(path) -> str:

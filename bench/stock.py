@@ -27,17 +27,14 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
 
+from bench.context import Run
 from bench.generate import KEY, TableData, expected_rows
 from bench.harness import table_layout
 from bench.instrument import breakdown
 from bench.sql import Sql, columns, quote_path
-
-if TYPE_CHECKING:
-    from bench.run import Run
 
 log = logging.getLogger(__name__)
 
