@@ -13,7 +13,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 
 # CDC_LANDING_ROOT, CDC_WAREHOUSE (whose default depends on CDC_TARGET) and the Iceberg jar get
-# their defaults, made absolute, from python_hooks/env.py, which every Python of the venv applies.
+# their defaults, made absolute, from python_hooks/project/env.py, which every Python of the venv applies.
 export DBT_PROFILES_DIR := $(CURDIR)/profiles
 
 .PHONY: help install check-java system-packages cluster-packages demo run status maintain test faults bench lint docs docs-serve clean \
@@ -29,7 +29,7 @@ help:
 	@echo "make maintain  compact, rewrite manifests, expire snapshots (+cdc_retention), remove orphan files"
 	@echo "make test    run every test (pytest with real Spark + Iceberg, dbt data tests); of the kill points, a smoke subset"
 	@echo "make faults  the fault-injection suite: a run killed (SIGKILL) at every kill point, then repaired by the next"
-	@echo "make lint    sqlfluff, ruff and the pre-commit checks"
+	@echo "make lint    sqlfluff, ruff, the import layers of python_hooks and the pre-commit checks"
 	@echo "make docs    build the dbt docs site (target/index.html and target/static_index.html)"
 	@echo "make docs-serve  serve it on http://localhost:$(DOCS_PORT)"
 	@echo "make bench   the benchmark (bench/README.md)"
@@ -43,7 +43,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # Re-installs when the pins change. The .pth start-up hook gives dbt its environment defaults.
-$(VENV)/.installed: requirements.txt python_hooks/env.py $(BIN)/python
+$(VENV)/.installed: requirements.txt python_hooks/project/env.py $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	$(BIN)/python -m python_hooks write-pth
@@ -76,7 +76,7 @@ cluster-packages:
 	  $$sudo apt-get update -qq && $$sudo apt-get install -y -qq --no-install-recommends $$pkgs; \
 	fi
 
-# The shared target on this machine (python_hooks/cluster.py); ports, memory and folders from
+# The shared target on this machine (python_hooks/cluster/); ports, memory and folders from
 # CDC_* variables (README "Working as a team").
 cluster-up: install check-java cluster-packages
 	CDC_TARGET=cluster $(BIN)/python -m python_hooks cluster up
@@ -97,7 +97,7 @@ run: install check-java
 status: install check-java
 	$(BIN)/python -m python_hooks status $(if $(PLOT),--plot $(PLOT))
 
-# Table maintenance (python_hooks/maintain.py, README "Maintenance"); CDC_TARGET=cluster beside the scheduler.
+# Table maintenance (python_hooks/commands/maintain.py, README "Maintenance"); CDC_TARGET=cluster beside the scheduler.
 maintain: install check-java
 	$(BIN)/python -m python_hooks maintain
 
@@ -115,12 +115,13 @@ bench: install check-java
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check --diff .
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/sqlfluff lint $(SQL_PATHS)
 	@if git rev-parse --git-dir >/dev/null 2>&1; then \
 	  SKIP=ruff-check,ruff-format,sqlfluff-lint $(BIN)/pre-commit run --all-files --show-diff-on-failure; \
 	else echo "not a git checkout: pre-commit hooks skipped"; fi
 
-# In one process (python_hooks/docs.py): dbt parse, dbt docs generate --no-compile --static (models
+# In one process (python_hooks/commands/docs.py): dbt parse, dbt docs generate --no-compile --static (models
 # render SQL from raw files at execute time; lineage/docs come from dbt parse), the live row count of
 # every table into the catalog, then the coverage check (scripts/check_docs_coverage.py).
 docs: install check-java

@@ -1,14 +1,17 @@
-"""Python run around dbt, one module per job (`python -m python_hooks --help`):
+"""Python run around dbt (`python -m python_hooks --help`), in layers; imports go one way, down
+(`make lint` checks it: the importlinter contract in pyproject.toml):
 
-env            environment defaults for dbt, applied by the venv's start-up hook
-embedded_lock  one process at a time on the embedded warehouse, refused in one line
-warehouse      the one seam to the warehouse: SQL through the dbt adapter of the target
-footers, schema_plan, evolve   schema evolution of the current-state tables from raw Parquet footers
-pipeline       `make run`: the hooks, then `dbt build`
-maintain       `make maintain`: compaction, manifest rewrite, snapshot expiry, orphan-file removal
-status         `make status`: where each table stands, from the batch log; the table that ends a run
-add_source     `python -m python_hooks add-source`: a new source table in one command
-docs           `make docs`: the dbt docs site with live row counts, the docs coverage check
-erase          right to be forgotten: a data subject erased from tables, raw files and older snapshots
-cluster        `make cluster-up|down|status`: the shared target on this machine
+cli            the command line: one click group, each command a few lines
+commands/      run (the pipeline), status, maintain, docs (+ docs_coverage), add_source, personal_data
+               (erase / rectify), environment; summary (a run's last lines)
+cluster/       the shared target on this machine: config, processes, metastore, spark, launcher
+personal_data/ a data subject erased or rectified: subjects, raw_files, registers, erase, rectify
+sources/       a new source table from its landing folder: model, raw_table, yml, add_source
+evolution/     schema evolution before dbt: footers, types, the pure plan, apply
+landing/       the landing zone: THE listing rule, delivery order, empty files, files waiting
+project/       the seam to everything else: env (defaults, the venv start-up hook), embedded_lock,
+               dbt_args, session (one parse, meta tables, one warehouse per command), warehouse (SQL
+               through the dbt adapter), tables (CdcTable from the manifest), producers (the only
+               reader of a source's producer settings), meta (the pipeline's own tables), sql (quoting),
+               iceberg (Iceberg's procedures), faults (kill points)
 """

@@ -5,11 +5,11 @@ hard cases (see sample_data/dms.py and sample_data/debezium.py); stage 5 changes
 seed's `ALTER TABLE customer ADD COLUMN status ...; UPDATE customer SET status = 'Green'` in MySQL,
 and new decimal and date columns in the CRM (sample_data/evolution.py). After each stage it prints, per
 current-state table, its rows and what that run inserted, updated, deleted, ignored and refused, and
-the lag, from the batch log (python_hooks/status.py); dbt's own lines go to logs/dbt.log
+the lag, from the batch log (python_hooks/commands/status.py); dbt's own lines go to logs/dbt.log
 (CDC_VERBOSE=1 shows them). It starts from scratch each time: it
 deletes the sample folders and, on the embedded target, the warehouse, so it refuses to run on paths
 outside data/; on the cluster target (CDC_TARGET=cluster) it drops the demo's schemas instead (the
-metastore is shared), through the same dbt adapter as the pipeline (python_hooks/warehouse.py).
+metastore is shared), through the same dbt adapter as the pipeline (python_hooks/project/warehouse.py).
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ import shutil
 import sys
 from pathlib import Path
 
-from python_hooks import env
-from python_hooks import erase as erasure
-from python_hooks import status as table_status
-from python_hooks.pipeline import make_runner, run_pipeline, verbose
-from python_hooks.schema_plan import quote_ident
-from python_hooks.warehouse import Warehouse
+from python_hooks import personal_data as erasure
+from python_hooks.commands import status as table_status
+from python_hooks.commands.run import make_runner, run_pipeline, verbose
+from python_hooks.project import env
+from python_hooks.project.session import Session
+from python_hooks.project.sql import quote_ident
+from python_hooks.project.warehouse import Warehouse
 from sample_data import debezium, dms, evolution
 
 log = logging.getLogger("demo")
@@ -111,9 +112,8 @@ def main() -> int:
     with Warehouse.open() as warehouse_sql:
         _report(warehouse_sql, schema)
     erased = _erase_one(runner, schema)
-    parsed = runner.invoke(["parse", "--quiet"])
-    with Warehouse.open() as warehouse_sql:
-        _final_summary(warehouse_sql, parsed.result, schema)
+    with Session.start(runner=runner) as session:
+        _final_summary(session.warehouse, session.manifest, schema)
     return erased
 
 
@@ -124,13 +124,12 @@ def _erase_one(runner, schema: str) -> int:
         DEMO_ERASED_CUSTOMER,
         DEMO_ERASED_CUSTOMER,
     )
-    parsed = runner.invoke(["parse", "--quiet"])
     try:
-        with Warehouse.open() as warehouse_sql:
+        with Session.start(runner=runner) as session:
             report = erasure.erase(
-                warehouse_sql, parsed.result, "customer", [DEMO_ERASED_CUSTOMER], "make demo: an erasure request"
+                session.warehouse, session.manifest, "customer", [DEMO_ERASED_CUSTOMER], "make demo: an erasure request"
             )
-            left = warehouse_sql.query(
+            left = session.warehouse.query(
                 f"select count(*) from {schema}_marts.dim_customer where customer_id = {DEMO_ERASED_CUSTOMER}"
             )[0][0]
     except erasure.ErasureError as error:
@@ -148,7 +147,7 @@ def _erase_one(runner, schema: str) -> int:
 
 def _final_summary(warehouse: Warehouse, manifest, schema: str) -> None:
     """The demo's last lines: per current-state table, its rows now and what the demo's runs did to
-    it, from the batch log (python_hooks/status.py reads the same)."""
+    it, from the batch log (python_hooks/commands/status.py reads the same)."""
     statuses = table_status.collect(warehouse, manifest)
     rows = table_status.log_rows(warehouse)
     log.info("\n=== demo summary: %d runs, per table (%s_cdc_meta.cdc_batch_log) ===", dms.STAGES + 1, schema)

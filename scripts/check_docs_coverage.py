@@ -3,7 +3,7 @@
     python scripts/check_docs_coverage.py [TARGET_DIR]      (default: target)
 
 `make docs` (`python -m python_hooks docs`) runs this check after building the site; the logic is
-in python_hooks/docs.py (`check`), this script is its command line. It reads dbt's artifacts
+in python_hooks/commands/docs_coverage.py (`check`), this script is its command line. It reads dbt's artifacts
 (`dbt parse` or `dbt docs generate` writes them): `manifest.json` for what the yml files declare,
 and `catalog.json` when it lists relations (a warehouse that was built) for the columns the tables
 really have, so that a column missing from the yml is found too. Doc blocks count: their text is in
@@ -29,11 +29,9 @@ file (only `dbt docs generate` ran) nothing is recognised and every such column 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from python_hooks.docs import Coverage, check, main  # noqa: E402
+# python_hooks is importable in the project's venv (its start-up hook puts the project on the path).
+from python_hooks.commands.docs_coverage import Coverage, check, main
 
 __all__ = ["Coverage", "check", "main"]
 

@@ -1,4 +1,4 @@
-{#- The side in SQL of the two personal-data registers (python_hooks/erase.py writes them).
+{#- The side in SQL of the two personal-data registers (python_hooks/personal_data/ writes them).
 
     A data subject (e.g. `customer`) is declared where it lives, in `meta.cdc_subjects` of a source
     table or of a model/snapshot: `{customer: customer_id}`, the column holding the subject's key;
@@ -20,13 +20,13 @@
     not in the register and passes as it is. -#}
 
 {% macro cdc_subject_hash_sql(subject, value_sql) -%}
-    {#- The keyed hash of a subject key, as python_hooks/erase.py computes it. -#}
+    {#- The keyed hash of a subject key, as python_hooks/personal_data/ computes it. -#}
     {{ return("sha2(concat('${env:CDC_ERASURE_SECRET}', '|', " ~ cdc_sql_string(subject) ~ ", '|', cast(" ~ value_sql ~ " as string)), 256)") }}
 {%- endmacro %}
 
 
 {% macro cdc_value_hash_sql(subject, column, key_sql, value_sql) -%}
-    {#- The keyed hash of a rectified (subject, column, key, old value), as python_hooks/erase.py computes it. -#}
+    {#- The keyed hash of a rectified (subject, column, key, old value), as python_hooks/personal_data/ computes it. -#}
     {{ return("sha2(concat('${env:CDC_ERASURE_SECRET}', '|', " ~ cdc_sql_string(subject) ~ ", '|', "
         ~ cdc_sql_string(column) ~ ", '|', cast(" ~ key_sql ~ " as string), '|', cast(" ~ value_sql ~ " as string)), 256)") }}
 {%- endmacro %}

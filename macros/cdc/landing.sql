@@ -28,7 +28,7 @@
     {#- A binaryFile catalog table over the folder: its listing (path, length, modificationTime; the
         content is never read). Unlike a path query, a catalog table over a missing or empty folder
         reads as empty instead of failing. Its name holds a hash of the folder, so a moved landing root
-        gets a table of its own (python_hooks/evolve.py: CdcTable.probe names it the same way).
+        gets a table of its own (python_hooks/landing/files.py: probe_name names it the same way).
         Refreshed before every read: the session caches a catalog table's listing. -#}
     {%- set probe = cdc_meta_relation('landing__' ~ source_name ~ '__' ~ table_name ~ '__' ~ local_md5(folder)[:8]) -%}
     {%- do cdc_execute(

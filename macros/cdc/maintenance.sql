@@ -19,7 +19,7 @@
     a failure leaves the table correct, only not compacted. The pipeline's own tables get one
     small file per batch each (a model's tombstones, ledger and batch log rows): once
     a model has `meta_files` of them, they are bin-packed into one. Snapshots are not expired here,
-    after a batch: `make maintain` (python_hooks/maintain.py) does that, with manifest rewrite and
+    after a batch: `make maintain` (python_hooks/commands/maintain.py) does that, with manifest rewrite and
     orphan-file removal, by each model's `cdc_retention`, and runs `cdc_compact_current_state`. -#}
 
 {% macro cdc_compaction_settings() -%}

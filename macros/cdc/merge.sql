@@ -155,7 +155,7 @@
            a message; the next run applies the batch to the new state. A MERGE alone needs no
            branch: it re-checks its conditions on the rows it joins, and Iceberg refuses its commit
            if another commit touched them (serializable isolation). The embedded target, where one
-           process at a time opens the warehouse (python_hooks/embedded_lock.py), appends to main
+           process at a time opens the warehouse (python_hooks/project/embedded_lock.py), appends to main
            directly when a batch has only new keys.
            The INSERT reads the effective changes; its commit makes Spark drop that cache (it reads
            the target), so the MERGE reads the cached changes and repeats step 5's comparison in its
@@ -513,7 +513,7 @@ where s._cdc_op <> 'D'
 {% macro cdc_single_writer() -%}
     {#- True on a warehouse only one process can write: the `local` target, an embedded Spark
         (`spark.master` local[...]) on an embedded Derby metastore, which one process at a time opens
-        (python_hooks/embedded_lock.py refuses a second one). (The metastore URL itself is redacted
+        (python_hooks/project/embedded_lock.py refuses a second one). (The metastore URL itself is redacted
         by Spark's SET.) -#}
     {%- if not execute -%}
         {{ return(false) }}
@@ -608,7 +608,7 @@ where s._cdc_op <> 'D'
         (tests/pytest/test_faults.py): CDC_KILL_AT=<name> or <name>:<model> logs
         "cdc: kill point <name> of <relation> reached", and the process that runs dbt through
         python_hooks (`make run`) kills itself with SIGKILL when it sees that line
-        (python_hooks/faults.py): at once, or, for a `during_*` point placed before a statement,
+        (python_hooks/project/faults.py): at once, or, for a `during_*` point placed before a statement,
         CDC_KILL_DELAY seconds later (default 1), while the statement runs. Nothing happens when unset. -#}
     {%- set wanted = env_var('CDC_KILL_AT', '').split(':') -%}
     {%- if wanted[0] == name -%}

@@ -9,7 +9,7 @@
     - erasure_register: the keyed hash of every erased data subject key, and rectification_register:
       the keyed hash of every rectified old value with its correction, which staging consults
       (macros/cdc/erasure.sql); erasure_log: what each erasure or rectification did, no personal data
-      (python_hooks/erase.py);
+      (python_hooks/personal_data/);
     - cdc_batch_log: one row per current-state model per run that had raw files to apply: what the
       batch read, what it did to the table, what it ignored and why, what was refused, and the lag
       (macros/cdc/batch_log.sql; docs: models/pipeline/_cdc_meta__sources.yml).

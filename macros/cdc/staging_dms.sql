@@ -27,8 +27,10 @@
     {#- The staging SQL of the source `node`: over every raw file of its folder (the staging view), or,
         given `files` (paths relative to the folder), over those files only (a batch, read by the
         current-state model: cdc_stage_batch). -#}
-    {%- set ts_column = node.source_meta.get('dms_timestamp_column')
-        or node.meta.get('dms_timestamp_column') or 'last_update_time' -%}
+    {#- The table's meta wins over its source's, as for every producer setting
+        (python_hooks/project/producers.py reads the same settings). -#}
+    {%- set ts_column = node.meta.get('dms_timestamp_column')
+        or node.source_meta.get('dms_timestamp_column') or 'last_update_time' -%}
     {%- set folder = cdc_landing_folder(node) -%}
     {%- set file_count = cdc_landing_file_count(node.source_name, node.name, folder) if files is none else files | length -%}
     {%- if file_count == 0 -%}

@@ -25,7 +25,7 @@ The retention is model config (dbt_project.yml; the pipeline's own tables take t
 Beside a running pipeline (cluster target): every step but orphan removal is an optimistic Iceberg
 commit (a commit that loses a race is retried or fails, never overwrites); orphan removal is safe
 because a writer's uncommitted files are younger than the interval, which must therefore be longer
-than any run. On the embedded target the warehouse is one process's (python_hooks/embedded_lock.py):
+than any run. On the embedded target the warehouse is one process's (python_hooks/project/embedded_lock.py):
 maintenance waits for nothing and is refused in one line while another process has it.
 
 `maintenance_targets` plans (no Spark); `maintain` applies the plan and returns a report;
@@ -40,18 +40,29 @@ import logging
 import os
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from python_hooks.schema_plan import quote_ident, sql_string
-from python_hooks.warehouse import Warehouse
+from python_hooks.project import embedded_lock, env
+from python_hooks.project.dbt_args import dbt_option
+from python_hooks.project.iceberg import (
+    MIN_ORPHAN_INTERVAL,
+    ORPHAN_INTERVAL,
+    Expiry,
+    bound_metadata_files,
+    expire_snapshots,
+    is_iceberg_table,
+    remove_orphan_files,
+    rewrite_manifests,
+    snapshot_ids,
+    utc,
+    warehouse_location,
+)
+from python_hooks.project.session import Session, SessionError
+from python_hooks.project.sql import quoted_relation
+from python_hooks.project.tables import CURRENT_STATE_STRATEGY, TABLE_MATERIALIZATIONS
+from python_hooks.project.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
-
-# Iceberg's own default for remove_orphan_files (DeleteOrphanFiles' olderThan); its SQL procedure
-# refuses anything under MIN_ORPHAN_INTERVAL.
-ORPHAN_INTERVAL = dt.timedelta(days=3)
-MIN_ORPHAN_INTERVAL = dt.timedelta(hours=24)
-# Materializations that make an Iceberg table (views and ephemeral models hold no data).
-TABLE_MATERIALIZATIONS = {"table", "incremental", "snapshot"}
 
 
 @dataclass(frozen=True)
@@ -101,25 +112,7 @@ class MaintenanceTarget:
     @property
     def relation(self) -> str:
         """The name with each part quoted, as the steps take it (any legal name)."""
-        return f"{quote_ident(self.schema)}.{quote_ident(self.identifier)}"
-
-
-@dataclass
-class Expiry:
-    """What `expire_snapshots` did to one table: snapshots dropped, and the files Iceberg deleted
-    because no retained snapshot needed them (the procedure's counts)."""
-
-    snapshots_expired: int = 0
-    snapshots_kept: int = 0
-    data_files: int = 0
-    delete_files: int = 0
-    manifests: int = 0
-    manifest_lists: int = 0
-    statistics_files: int = 0
-
-    @property
-    def files_deleted(self) -> int:
-        return self.data_files + self.delete_files + self.manifests + self.manifest_lists + self.statistics_files
+        return quoted_relation(self.schema, self.identifier)
 
 
 @dataclass
@@ -198,7 +191,7 @@ def maintenance_targets(
             continue
         if node.resource_type == "snapshot":
             kind = "snapshot"
-        elif config.get("incremental_strategy") == "cdc_merge":
+        elif config.get("incremental_strategy") == CURRENT_STATE_STRATEGY:
             kind = "current_state"
         else:
             kind = "table"
@@ -217,148 +210,7 @@ def retention_cutoff(now: dt.datetime, retention: Retention) -> dt.datetime:
 # ---------------------------------------------------------------- the steps, one table each
 
 
-def _utc(moment: dt.datetime) -> dt.datetime:
-    """Aware UTC; a naive datetime is taken as UTC."""
-    return moment.replace(tzinfo=dt.timezone.utc) if moment.tzinfo is None else moment.astimezone(dt.timezone.utc)
-
-
-def _timestamp(moment: dt.datetime) -> str:
-    """A Spark timestamp literal for an instant, with its offset (independent of the session's zone)."""
-    return "timestamp " + sql_string(_utc(moment).strftime("%Y-%m-%d %H:%M:%S.%f") + "+00:00")
-
-
-def split_relation(relation: str) -> tuple[str, str]:
-    """`schema.table` (either part may be in backticks) -> (schema, table)."""
-    parts, current, quoted, i = [], "", False, 0
-    while i < len(relation):
-        char = relation[i]
-        if char == "`":
-            if quoted and relation[i + 1 : i + 2] == "`":
-                current += "`"
-                i += 1
-            else:
-                quoted = not quoted
-        elif char == "." and not quoted:
-            parts.append(current)
-            current = ""
-        else:
-            current += char
-        i += 1
-    parts.append(current)
-    if len(parts) != 2 or not all(parts) or quoted:
-        raise ValueError(f"{relation!r} is not a relation of the form schema.table")
-    return parts[0], parts[1]
-
-
-def _names(relation: str) -> tuple[str, str]:
-    """(quoted relation for SQL, the procedures' `table` argument as a string literal)."""
-    schema, identifier = split_relation(relation)
-    quoted = f"{quote_ident(schema)}.{quote_ident(identifier)}"
-    return quoted, sql_string(quoted)
-
-
-def snapshot_ids(warehouse: Warehouse, relation: str) -> list[int]:
-    """The table's snapshots, oldest first."""
-    quoted, _ = _names(relation)
-    return [row[0] for row in warehouse.query(f"select snapshot_id from {quoted}.snapshots order by committed_at")]
-
-
-def expire_snapshots(warehouse: Warehouse, relation: str, older_than: dt.datetime, retain_last: int) -> Expiry:
-    """Expires the snapshots of `relation` ("schema.table") committed before `older_than`, keeping at
-    least the last `retain_last` (>= 1) whatever their age (Iceberg's `expire_snapshots`), and with
-    them the data, delete and manifest files no retained snapshot needs. Snapshots a branch or tag
-    refers to stay. Returns the counts (`Expiry`; `snapshots_expired` is the snapshots listed before
-    and gone after)."""
-    if retain_last < 1:
-        raise ValueError(f"{relation}: retain_last must be at least 1, got {retain_last}")
-    quoted, table = _names(relation)
-    before = set(snapshot_ids(warehouse, relation))
-    sql = (
-        f"call spark_catalog.system.expire_snapshots(table => {table}, older_than => {_timestamp(older_than)},"
-        f" retain_last => {int(retain_last)})"
-    )
-    log.debug("%s: %s", relation, sql)
-    rows = warehouse.query(sql)
-    after = set(snapshot_ids(warehouse, relation))
-    # (data, position delete, equality delete, manifest, manifest list, statistics) files deleted
-    counts = [int(value or 0) for value in rows[0]] if rows else [0] * 6
-    counts += [0] * (6 - len(counts))
-    expiry = Expiry(
-        snapshots_expired=len(before - after),
-        snapshots_kept=len(after),
-        data_files=counts[0],
-        delete_files=counts[1] + counts[2],
-        manifests=counts[3],
-        manifest_lists=counts[4],
-        statistics_files=counts[5],
-    )
-    log.debug("%s: expire_snapshots %s", relation, expiry)
-    return expiry
-
-
-def remove_orphan_files(warehouse: Warehouse, relation: str, older_than: dt.datetime) -> int:
-    """Deletes the files under the table's location that no metadata of `relation` refers to and
-    that were last modified before `older_than` (Iceberg's `remove_orphan_files`); returns how
-    many. A writer's files are orphans until its commit: `older_than` must be further back than
-    the longest run that can write to the table at the same time (default interval: 3 days).
-    Iceberg's procedure refuses an `older_than` less than 24 hours ago; so does this function,
-    before calling it, in one line."""
-    interval = dt.datetime.now(dt.timezone.utc) - _utc(older_than)
-    if interval < MIN_ORPHAN_INTERVAL:
-        raise ValueError(
-            f"{relation}: orphan files can only be removed when older than 24 hours (asked: "
-            f"{interval.total_seconds() / 3600:.1f} h): a run writing at the same time would lose its uncommitted "
-            "files (Iceberg's remove_orphan_files refuses it too)"
-        )
-    _, table = _names(relation)
-    sql = f"call spark_catalog.system.remove_orphan_files(table => {table}, older_than => {_timestamp(older_than)})"
-    log.debug("%s: %s", relation, sql)
-    rows = warehouse.query(sql)
-    for row in rows:
-        log.debug("%s: removed orphan file %s", relation, row[0])
-    return len(rows)
-
-
-def rewrite_manifests(warehouse: Warehouse, relation: str) -> int:
-    """Rewrites the table's manifests into as few as their size needs (Iceberg's
-    `rewrite_manifests`); returns how many were rewritten (0: nothing to do, no commit)."""
-    _, table = _names(relation)
-    rows = warehouse.query(f"call spark_catalog.system.rewrite_manifests(table => {table})")
-    log.debug("%s: rewrite_manifests (rewritten, added) %s", relation, rows[0] if rows else None)
-    return int(rows[0][0] or 0) if rows else 0
-
-
-def bound_metadata_files(warehouse: Warehouse, relation: str, versions: int) -> bool:
-    """Makes Iceberg delete a table's metadata files beyond the last `versions` at each commit
-    (`write.metadata.delete-after-commit.enabled`, `write.metadata.previous-versions-max`); they are
-    never deleted otherwise. True when the properties had to be set (one commit)."""
-    quoted, _ = _names(relation)
-    wanted = {
-        "write.metadata.delete-after-commit.enabled": "true",
-        "write.metadata.previous-versions-max": str(versions),
-    }
-    current = {row[0]: row[1] for row in warehouse.query(f"show tblproperties {quoted}")}
-    if all(current.get(key) == value for key, value in wanted.items()):
-        return False
-    pairs = ", ".join(f"{sql_string(key)} = {sql_string(value)}" for key, value in wanted.items())
-    warehouse.execute(f"alter table {quoted} set tblproperties ({pairs})")
-    return True
-
-
-def is_iceberg_table(warehouse: Warehouse, schema: str, identifier: str) -> bool:
-    """Whether an existing relation is an Iceberg table (not a view, not a plain Spark table such as
-    the binaryFile listings of the landing folders)."""
-    rows = warehouse.query(f"describe table extended {quote_ident(schema)}.{quote_ident(identifier)}")
-    details = {str(row[0]).strip().lower(): str(row[1] or "").strip().lower() for row in rows if row[0]}
-    return details.get("provider") == "iceberg" and details.get("type", "").lower() != "view"
-
-
 # ---------------------------------------------------------------- the whole warehouse
-
-
-def warehouse_location(warehouse: Warehouse) -> str:
-    rows = warehouse.query("set spark.sql.warehouse.dir")
-    return str(rows[0][1]) if rows else "?"
 
 
 def maintain(
@@ -384,7 +236,7 @@ def maintain(
             f"the orphan-file safety interval must be at least 24 hours (asked: {orphan_interval}); "
             "Iceberg recommends 3 days, longer than any run that can write at the same time"
         )
-    now = _utc(now or dt.datetime.now(dt.timezone.utc))
+    now = utc(now or dt.datetime.now(dt.timezone.utc))
     report = MaintenanceReport(target=warehouse.target, warehouse=warehouse_location(warehouse))
     meta_tables = [
         t for t in warehouse.tables(warehouse.meta_schema) if is_iceberg_table(warehouse, warehouse.meta_schema, t)
@@ -459,13 +311,6 @@ def run_maintenance(dbt_args: Sequence[str] = (), orphan_interval: dt.timedelta 
     target; refused in one line while another process has it), maintain every table, log one line
     per table and a summary; details (each procedure call and its counts, the orphan files removed)
     go to `<log path>/maintain.log`. True when every table was maintained."""
-    from pathlib import Path
-
-    from dbt.cli.main import dbtRunner
-
-    from python_hooks import embedded_lock, env
-    from python_hooks.warehouse import dbt_option
-
     log_path = dbt_option(dbt_args, "--log-path") or os.environ.get("DBT_LOG_PATH") or env.PROJECT_ROOT / "logs"
     log_file = Path(log_path) / "maintain.log"
     log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -477,26 +322,22 @@ def run_maintenance(dbt_args: Sequence[str] = (), orphan_interval: dt.timedelta 
     log.addHandler(handler)
     log.setLevel(logging.DEBUG)
     try:
-        runner = dbtRunner()
-        parsed = runner.invoke(["parse", "--quiet", *dbt_args])
-        if not parsed.success:
-            log.error("dbt parse failed: see the errors above")
+        try:
+            session = Session.start(dbt_args)
+        except SessionError as error:
+            log.error("%s", error)
             return False
-        with Warehouse.open(dbt_args) as warehouse:
-            credentials = warehouse.adapter.config.credentials
-            if str(getattr(credentials.method, "value", credentials.method)) == "session":
-                embedded = embedded_lock._derby_warehouse(credentials.server_side_parameters or {})
-                if embedded is not None:
-                    try:
-                        embedded_lock.acquire(embedded)
-                    except embedded_lock.WarehouseInUse as error:
-                        log.error("maintenance refused: %s", error)
-                        return False
+        with session:
+            try:
+                embedded_lock.acquire_for_adapter(session.warehouse.adapter)
+            except embedded_lock.WarehouseInUse as error:
+                log.error("maintenance refused: %s", error)
+                return False
             try:
                 report = maintain(
-                    warehouse,
-                    parsed.result,
-                    runner=runner,
+                    session.warehouse,
+                    session.manifest,
+                    runner=session.runner,
                     dbt_args=["--quiet", *dbt_args],
                     orphan_interval=orphan_interval,
                 )

@@ -13,15 +13,23 @@ exits 1 on `refused` or `error`, so a scheduler can alert on it.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from python_hooks.schema_plan import quote_ident, relation_parts, sql_string
-from python_hooks.warehouse import Warehouse
+from python_hooks.commands.summary import WHAT_TO_DO
+from python_hooks.landing.pending import pending_files
+from python_hooks.project.meta import BATCH_LOG, IGNORED_COUNTERS, SCHEMA_EVOLUTION_LOG
+from python_hooks.project.session import Session, SessionError
+from python_hooks.project.sql import quoted_relation, relation_parts, sql_string
+from python_hooks.project.tables import cdc_tables
+from python_hooks.project.warehouse import Warehouse
 
-LOG_TABLE = "cdc_batch_log"
-IGNORED = ("ignored_older", "ignored_redelivered", "ignored_tombstoned", "ignored_truncated")
+log = logging.getLogger("python_hooks.status")
+
+LOG_TABLE = BATCH_LOG
+IGNORED = IGNORED_COUNTERS
 PERIOD_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
 
 
@@ -86,7 +94,7 @@ def log_rows(warehouse: Warehouse, where: str = "true") -> list[dict]:
     """cdc_batch_log rows as dicts, oldest first ([] before the first run)."""
     if not warehouse.table_exists(warehouse.meta_schema, LOG_TABLE):
         return []
-    relation = f"{quote_ident(warehouse.meta_schema)}.{LOG_TABLE}"
+    relation = quoted_relation(warehouse.meta_schema, LOG_TABLE)
     columns = [name for name, _ in warehouse.columns(warehouse.meta_schema, LOG_TABLE) or []]
     rows = warehouse.query(f"select {', '.join(columns)} from {relation} where {where} order by started_at")
     return [dict(zip(columns, row, strict=True)) for row in rows]
@@ -97,19 +105,18 @@ def _live_rows(warehouse: Warehouse, tables) -> dict[str, int]:
     if not existing:
         return {}
     counts = " union all ".join(
-        f"select {sql_string(t.model)}, count(*) from {quote_ident(t.schema)}.{quote_ident(t.identifier)}"
-        for t in existing
+        f"select {sql_string(t.model)}, count(*) from {quoted_relation(t.schema, t.identifier)}" for t in existing
     )
     return {model: int(n) for model, n in warehouse.query(counts)}
 
 
 def _schema_changes(warehouse: Warehouse) -> dict[str, tuple]:
-    if not warehouse.table_exists(warehouse.meta_schema, "schema_evolution_log"):
+    if not warehouse.table_exists(warehouse.meta_schema, SCHEMA_EVOLUTION_LOG):
         return {}
     newest: dict[str, tuple] = {}
     for table_name, column, action, new_type, applied_at in warehouse.query(
         f"select table_name, column_name, action, new_type, applied_at"
-        f" from {quote_ident(warehouse.meta_schema)}.schema_evolution_log order by applied_at"
+        f" from {quoted_relation(warehouse.meta_schema, SCHEMA_EVOLUTION_LOG)} order by applied_at"
     ):
         # table_name as the hooks quote it: `schema`.`table`
         newest[relation_parts(table_name)[-1].lower()] = (column, action, new_type, applied_at)
@@ -123,9 +130,6 @@ def now_utc() -> dt.datetime:
 
 def collect(warehouse: Warehouse, manifest, now: dt.datetime | None = None) -> list[TableStatus]:
     """The status of every current-state model of the project."""
-    from python_hooks.evolve import cdc_tables
-    from python_hooks.pipeline import pending_files
-
     now = now or now_utc()
     tables = cdc_tables(manifest)
     rows = _live_rows(warehouse, tables)
@@ -202,8 +206,6 @@ def render(statuses: Sequence[TableStatus]) -> list[str]:
                 " raw files' side"
             )
     if any(s.state == "refused" for s in problems):
-        from python_hooks.pipeline import WHAT_TO_DO
-
         lines.append(WHAT_TO_DO)
     lines.append(
         f"{len(statuses)} table(s): "
@@ -287,3 +289,24 @@ def plot(rows: Sequence[dict], path: Path) -> Path:
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return path
+
+
+def run_status(dbt_args: Sequence[str], plot_path: Path | None, echo=print) -> int:
+    """`python -m python_hooks status`: the status of every table, the plot if asked; the exit code
+    (2 when the project cannot be parsed or the warehouse not reached)."""
+    try:
+        session = Session.start(dbt_args)
+    except SessionError as error:
+        log.error("%s", error)
+        return 2
+    with session:
+        statuses = collect(session.warehouse, session.manifest)
+        rows = log_rows(session.warehouse) if plot_path else []
+    for line in render(statuses):
+        echo(line)
+    if plot_path:
+        try:
+            echo(f"plot: {plot(rows, plot_path)}")
+        except ValueError as error:
+            echo(f"plot: not drawn: {error}", err=True)
+    return exit_code(statuses)

@@ -6,7 +6,7 @@ manifest, through its staging model, to the source and its landing folder) it:
 1. reads the union schema of the table's raw files from their Parquet footers, only for files it
    has not read before (`FooterCache`, kept in `$CDC_WAREHOUSE/_python_hooks/`);
 2. reads the Iceberg table's schema (a missing table is "not created yet": dbt creates it);
-3. plans (`schema_plan.plan_schema_changes`): columns to add, promotions to apply, refusals;
+3. plans (`evolution.plan.plan_schema_changes`): columns to add, promotions to apply, refusals;
 4. logs each change of the plan in `schema_evolution_log`, then applies it with quoted identifiers;
 5. when raw files disagree on a column's type (an int column now sent as bigint), records which
    files Spark must read with which types (`cdc_raw_file_groups`), so that staging reads each
@@ -18,7 +18,6 @@ on. `blocked_models` lists what dbt must not build this run.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import uuid
@@ -26,44 +25,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from python_hooks import faults
-from python_hooks.footers import FooterCache, FooterReadError
-from python_hooks.schema_plan import (
-    DEFAULT_TIMESTAMP_COLUMN,
-    ColumnChange,
-    Refusal,
-    business_schema,
-    plan_schema_changes,
-    quote_ident,
-    sql_string,
-)
-from python_hooks.warehouse import Warehouse
+from python_hooks.evolution.footers import FooterCache, FooterReadError
+from python_hooks.evolution.plan import ColumnChange, Refusal, business_schema, plan_schema_changes
+from python_hooks.evolution.types import spark_type
+from python_hooks.landing.files import raw_files
+from python_hooks.project import faults
+from python_hooks.project.meta import RAW_FILE_GROUPS, SCHEMA_EVOLUTION_LOG
+from python_hooks.project.sql import quoted_relation
+from python_hooks.project.sql import sql_string_or_null as _text
+from python_hooks.project.tables import CdcTable, cdc_tables
+from python_hooks.project.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class CdcTable:
-    """A current-state model and where its raw files are."""
-
-    model: str
-    schema: str
-    identifier: str
-    staging_model: str
-    source: str
-    folder: Path
-    producer: str  # dms | debezium_flat | debezium_envelope
-    timestamp_column: str | None
-    source_name: str = ""
-    table_name: str = ""
-    landing: str = ""  # the source identifier as written (a path or a URI)
-    keys: tuple[str, ...] = ()  # the model's unique_key columns
-
-    @property
-    def probe(self) -> str:
-        """The binaryFile table that lists the folder (macros/cdc/landing.sql: cdc_landing_probe)."""
-        folder = self.landing.rstrip("/")
-        return f"landing__{self.source_name}__{self.table_name}__{hashlib.md5(folder.encode()).hexdigest()[:8]}"
 
 
 @dataclass
@@ -76,52 +49,6 @@ class EvolutionResult:
     @property
     def ok(self) -> bool:
         return not self.problems
-
-
-def cdc_tables(manifest) -> list[CdcTable]:
-    """The project's current-state models, from the dbt manifest (no second list to keep in sync)."""
-    tables = []
-    for node in manifest.nodes.values():
-        if node.resource_type != "model" or node.config.get("incremental_strategy") != "cdc_merge":
-            continue
-        parents = [manifest.nodes[n] for n in node.depends_on.nodes if n in manifest.nodes]
-        staging = next((p for p in parents if any(s in manifest.sources for s in p.depends_on.nodes)), None)
-        if staging is None:
-            log.warning("%s: no staging model reading a source: skipped", node.name)
-            continue
-        source = manifest.sources[next(s for s in staging.depends_on.nodes if s in manifest.sources)]
-        meta = {**source.source_meta, **source.meta}
-        if meta.get("cdc_producer") == "debezium":
-            producer = "debezium_envelope" if meta.get("debezium_shape") == "envelope" else "debezium_flat"
-            timestamp_column = None
-        else:
-            producer = "dms"
-            timestamp_column = meta.get("dms_timestamp_column", DEFAULT_TIMESTAMP_COLUMN)
-        tables.append(
-            CdcTable(
-                model=node.name,
-                schema=node.schema,
-                identifier=node.alias or node.name,
-                staging_model=staging.name,
-                source=f"{source.source_name}.{source.name}",
-                folder=Path(source.identifier),
-                producer=producer,
-                timestamp_column=timestamp_column,
-                source_name=source.source_name,
-                table_name=source.name,
-                landing=source.identifier,
-                keys=_key_columns(node.config.get("unique_key")),
-            )
-        )
-    return sorted(tables, key=lambda t: t.model)
-
-
-def _key_columns(unique_key) -> tuple[str, ...]:
-    if not unique_key:
-        return ()
-    if isinstance(unique_key, str):
-        return tuple(k.strip() for k in unique_key.split(","))
-    return tuple(unique_key)
 
 
 def missing_keys(table: CdcTable, file_types: dict[str, dict[str, str]]) -> list[str]:
@@ -142,31 +69,6 @@ def missing_keys(table: CdcTable, file_types: dict[str, dict[str, str]]) -> list
     return problems
 
 
-def landing_files(folder: Path) -> list[Path]:
-    """The raw Parquet files of a landing folder: directly in it or in subfolders (DMS's
-    DatePartitionEnabled <yyyy>/<mm>/<dd>/, the S3 sink's partition=<p>/). Hidden files and folders
-    (. or _) are not raw files, as for Spark."""
-    return [
-        p
-        for p in folder.rglob("*.parquet")
-        if not any(part.startswith((".", "_")) for part in p.relative_to(folder).parts)
-    ]
-
-
-def raw_files(table: CdcTable) -> list[Path]:
-    """The table's raw Parquet files, oldest first (DMS full load, then CDC files by name, whatever their subfolder)."""
-    files = landing_files(table.folder)
-
-    def age(path: Path) -> tuple:
-        if table.producer == "dms":
-            return (not path.name.startswith("LOAD"), path.name)
-        # <topic>+<partition>+<start offset>.snappy.parquet
-        parts = path.name.split("+")
-        return (int(parts[-1].split(".")[0]) if len(parts) >= 3 else 0, path.name)
-
-    return sorted(files, key=age)
-
-
 def file_groups(folder: Path, file_types: dict[str, dict[str, str]], union: dict[str, str]) -> list[list[str]]:
     """Files grouped so that within a group every column has one type. One group: nothing to record."""
     groups: dict[tuple, list[str]] = {}
@@ -183,7 +85,7 @@ def _refusal_message(refusal: Refusal, table: CdcTable) -> str:
 def evolve(
     warehouse: Warehouse, manifest, state_dir: Path, run_id: str | None = None, skip: Iterable[str] = ()
 ) -> EvolutionResult:
-    """`skip`: models with nothing new to apply (pipeline.idle_models): every raw file of theirs is
+    """`skip`: models with nothing new to apply (landing.pending.idle_models): every raw file of theirs is
     applied, so their tables already hold every column of those files; they are not looked at."""
     result = EvolutionResult(run_id=run_id or str(uuid.uuid4()))
     cache = FooterCache(Path(state_dir) / "footer_cache.json")
@@ -205,7 +107,7 @@ def evolve(
 def _evolve_table(
     warehouse: Warehouse, table: CdcTable, cache: FooterCache, result: EvolutionResult, group_rows
 ) -> None:
-    files = raw_files(table)
+    files = raw_files(table.folder, table.producer)
     group_rows[table.staging_model] = []
     if not files:
         log.info("%s: no raw file yet", table.model)
@@ -215,7 +117,7 @@ def _evolve_table(
     problems = [f"{conflict.message()} [model {table.model}, source {table.source}]" for conflict in union.conflicts]
     problems += missing_keys(table, cache.file_types(key))
     incoming = business_schema(union.schema, table.producer, table.timestamp_column)
-    relation = f"{quote_ident(table.schema)}.{quote_ident(table.identifier)}"
+    relation = quoted_relation(table.schema, table.identifier)
     current = warehouse.columns(table.schema, table.identifier)
     plan = plan_schema_changes(relation, current, incoming, table.timestamp_column)
     problems += [_refusal_message(refusal, table) for refusal in plan.refusals]
@@ -241,8 +143,6 @@ def _evolve_table(
 
 
 def _spark_types(schema) -> Iterable[tuple[str, str]]:
-    from python_hooks.schema_plan import spark_type
-
     for column in schema:
         try:
             spark_name = spark_type(column.type)
@@ -252,21 +152,15 @@ def _spark_types(schema) -> Iterable[tuple[str, str]]:
             yield column.name, spark_name
 
 
-def _sql_string(value: str | None) -> str:
-    if value is None:
-        return "cast(null as string)"
-    return sql_string(value)
-
-
 def _write_log(warehouse: Warehouse, run_id: str, changes) -> None:
     """One row per change in `schema_evolution_log`, unless the same change (table, column, action,
     types) is already there: a run that died between logging and applying it logged it."""
     if not changes:
         return
-    log_table = f"{quote_ident(warehouse.meta_schema)}.schema_evolution_log"
+    log_table = quoted_relation(warehouse.meta_schema, SCHEMA_EVOLUTION_LOG)
     rows = ", ".join(
-        f"({_sql_string(run_id)}, {_sql_string(c.table)}, {_sql_string(c.column)}, {_sql_string(c.action)}, "
-        f"{_sql_string(c.old_type)}, {_sql_string(c.new_type)}, current_timestamp())"
+        f"({_text(run_id)}, {_text(c.table)}, {_text(c.column)}, {_text(c.action)}, "
+        f"{_text(c.old_type)}, {_text(c.new_type)}, current_timestamp())"
         for c in changes
     )
     same = " and ".join(
@@ -282,7 +176,7 @@ def _write_log(warehouse: Warehouse, run_id: str, changes) -> None:
 def _write_groups(warehouse: Warehouse, group_rows: dict[str, list[tuple[int, list[str], str]]]) -> None:
     """Replace, per staging model, the file groups staging must read separately (only what changed:
     a run with no new file writes nothing)."""
-    relation = f"{quote_ident(warehouse.meta_schema)}.cdc_raw_file_groups"
+    relation = quoted_relation(warehouse.meta_schema, RAW_FILE_GROUPS)
     existing: dict[str, list[tuple[int, list[str], str]]] = {}
     for staging_model, group_id, files, types in warehouse.query(
         f"select staging_model, group_id, to_json(file_names), column_types from {relation} order by group_id"
@@ -292,11 +186,10 @@ def _write_groups(warehouse: Warehouse, group_rows: dict[str, list[tuple[int, li
         if existing.get(staging_model, []) == rows:
             continue
         if staging_model in existing:
-            warehouse.execute(f"delete from {relation} where staging_model = {_sql_string(staging_model)}")
+            warehouse.execute(f"delete from {relation} where staging_model = {_text(staging_model)}")
         if rows:
             values = ", ".join(
-                f"({_sql_string(staging_model)}, {group_id}, array({', '.join(_sql_string(f) for f in files)}), "
-                f"{_sql_string(types)})"
+                f"({_text(staging_model)}, {group_id}, array({', '.join(_text(f) for f in files)}), {_text(types)})"
                 for group_id, files, types in rows
             )
             warehouse.execute(f"insert into {relation} values {values}")

@@ -3,7 +3,7 @@
 Files keep the schema they were written with (DMS: new source columns appear in later files only), so
 the table must hold the union: by case-insensitive name, first spelling and position win, later files'
 new columns are appended in order. When files disagree on a type, the wider one is kept if it is a
-promotion of the other (the rules of `schema_plan`); otherwise the disagreement is a `TypeConflict`.
+promotion of the other (the rules of `evolution.types`); otherwise the disagreement is a `TypeConflict`.
 Struct columns are merged field by field (the Debezium `after`/`before` images gain fields).
 
 `FooterCache` remembers, per table, which files it read (name, size, mtime) and their union, so each
@@ -24,7 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from python_hooks.schema_plan import UnsupportedTypeError, compare_types, spark_type
+from python_hooks.evolution.types import UnsupportedTypeError, compare_types, spark_type
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,8 @@ one is refused at once, before its JVM touches Derby:
     run) since 2026-11-23 10:00:00 UTC. …use the cluster target…
 
 The check runs where every session of this project is created: `SparkSession.Builder.getOrCreate`,
-wrapped when pyspark is imported (`install()`, called by the venv's start-up hook, python_hooks/env.py),
+wrapped when pyspark is imported (`install()`, called by the venv's start-up hook,
+python_hooks/project/env.py),
 so plain `dbt` in the venv, `make run`, `make demo`, pytest and the benchmark all get it.
 """
 
@@ -68,7 +69,7 @@ def acquire(warehouse: Path) -> None:
     _held = handle
 
 
-def _derby_warehouse(options: dict) -> Path | None:
+def derby_warehouse(options: dict) -> Path | None:
     """The warehouse of a session about to be created on an embedded Derby metastore, else None."""
     url = str(options.get("spark.hadoop.javax.jdo.option.ConnectionURL", ""))
     if not url.startswith("jdbc:derby:"):
@@ -86,13 +87,25 @@ def guard(session_class) -> None:
 
     def getOrCreate(self):  # noqa: N802 - pyspark's name
         if session_class._instantiatedSession is None:
-            warehouse = _derby_warehouse(self._options)
+            warehouse = derby_warehouse(self._options)
             if warehouse is not None:
                 acquire(warehouse)
         return original(self)
 
     getOrCreate._cdc_guarded = True
     builder.getOrCreate = getOrCreate
+
+
+def acquire_for_adapter(adapter) -> None:
+    """Takes the warehouse for this process when the dbt adapter's target is an embedded session on
+    a Derby metastore (what `maintain` needs before it runs beside nothing else); WarehouseInUse
+    when another process has it. Nothing for a target that connects to a server."""
+    credentials = adapter.config.credentials
+    if str(getattr(credentials.method, "value", credentials.method)) != "session":
+        return
+    warehouse = derby_warehouse(credentials.server_side_parameters or {})
+    if warehouse is not None:
+        acquire(warehouse)
 
 
 class _GuardOnImport(importlib.abc.MetaPathFinder):

@@ -35,7 +35,10 @@ import sysconfig
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from python_hooks.project import embedded_lock
+from python_hooks.project.dbt_args import target_of
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ICEBERG_JAR_PACKAGE = "snowpark_connect_deps_iceberg"
 ICEBERG_JAR_NAME = "iceberg-spark-runtime-3.5_2.12-1.9.2.jar"
 PTH_NAME = "cdc_lakehouse.pth"
@@ -134,7 +137,7 @@ def apply_defaults(environ: MutableMapping[str, str] = os.environ) -> None:
 
 def describe(environ: Mapping[str, str] = os.environ) -> list[tuple[str, str, str]]:
     """(name, value, source) of every variable the project uses; source is "environment" (set by
-    the user), "default" (python_hooks/env.py's, or the profile's for CDC_TARGET and CDC_SCHEMA)
+    the user), "default" (python_hooks/project/env.py's, or the profile's for CDC_TARGET and CDC_SCHEMA)
     or "unset". CDC_ERASURE_SECRET's value is never shown. On the cluster target, also the Thrift
     Server's host and port variables that the profile reads."""
     rows = []
@@ -210,12 +213,7 @@ def environ_for(args: list[str], environ: Mapping[str, str] = os.environ) -> dic
     """The environment a command with these arguments runs with: a `--target X` (`-t X`) among
     them is CDC_TARGET=X, with that target's defaults (its warehouse)."""
     result = dict(environ)
-    target = None
-    for position, argument in enumerate(args):
-        if argument in {"--target", "-t"} and position + 1 < len(args):
-            target = args[position + 1]
-        elif argument.startswith("--target="):
-            target = argument.split("=", 1)[1]
+    target = target_of(args)
     if target and target != _target(environ):
         result["CDC_TARGET"] = target
         apply_defaults(result)
@@ -249,12 +247,10 @@ def _dbt_touches_warehouse(argv: list[str]) -> bool:
 
 def startup() -> None:
     """What the venv's start-up hook runs in every Python process: the defaults above, the
-    one-process-at-a-time guard of the embedded warehouse (python_hooks/embedded_lock.py), and, in
+    one-process-at-a-time guard of the embedded warehouse (python_hooks/project/embedded_lock.py), and, in
     the dbt CLI only (`dbt run|build|test|show|seed|snapshot|source|docs|compile|run-operation`,
     not --help, --version, --quiet, parse, deps, ls), the banner on stderr before dbt starts."""
     apply_defaults()
-    from python_hooks import embedded_lock
-
     embedded_lock.install()
     try:
         argv = list(getattr(sys, "argv", []))
@@ -269,7 +265,7 @@ def write_pth() -> Path:
     site_packages = Path(sysconfig.get_paths()["purelib"])
     pth = site_packages / PTH_NAME
     pth.write_text(
-        f"{PROJECT_ROOT}\nimport python_hooks.env as _cdc_env; _cdc_env.startup()\n",
+        f"{PROJECT_ROOT}\nimport python_hooks.project.env as _cdc_env; _cdc_env.startup()\n",
         encoding="utf-8",
     )
     return pth

@@ -7,7 +7,7 @@
 
 The points inside dbt are the macro `cdc_fault_point` (macros/cdc/merge.sql): it logs
 "cdc: kill point <point> of <relation> reached", and `dbt_callback`, which `make run`
-(python_hooks/pipeline.py) gives its dbtRunner when CDC_KILL_AT is set, kills the process there. The
+(python_hooks/commands/run.py) gives its dbtRunner when CDC_KILL_AT is set, kills the process there. The
 points in Python (schema evolution) call `point()`. The kill takes the whole process group when this
 process leads one (the embedded target's Spark JVM is a child: it goes too, as in a crash of the
 machine or container); else this process alone.

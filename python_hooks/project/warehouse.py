@@ -3,7 +3,7 @@ target dbt runs on, so the same command works on every target. On `local` that a
 process's embedded Spark session; on `cluster` it is a Thrift connection (a scheduler host needs only
 Python and the profile).
 
-    with Warehouse.open(target="cluster") as warehouse:
+    with Warehouse.open(["--target", "cluster"]) as warehouse:
         rows = warehouse.query("select ...")       # a list of tuples
         warehouse.execute("alter table ...")       # DDL/DML: no result fetched
 
@@ -20,20 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from python_hooks import env
-from python_hooks.schema_plan import quote_ident
-
-
-def dbt_option(args: Sequence[str], *names: str) -> str | None:
-    """The value of a dbt command-line option (`--target x`, `--target=x`, `-t x`), last one wins."""
-    value = None
-    for i, arg in enumerate(args):
-        for name in names:
-            if arg == name and i + 1 < len(args):
-                value = args[i + 1]
-            elif arg.startswith(name + "="):
-                value = arg.split("=", 1)[1]
-    return value
+from python_hooks.project import env
+from python_hooks.project.dbt_args import dbt_option, target_of
+from python_hooks.project.meta import meta_schema
+from python_hooks.project.sql import quote_ident, quoted_relation
 
 
 @dataclass
@@ -47,6 +37,7 @@ class Warehouse:
     def open(cls, dbt_args: Sequence[str] = ()) -> Warehouse:
         """The adapter of the profile's target, or of `--target` in `dbt_args` (dbt's own options:
         --target/-t, --project-dir, --profiles-dir)."""
+        # dbt is imported here, not at the top: a command that never opens the warehouse starts fast.
         from dbt.adapters.factory import get_adapter, register_adapter
         from dbt.config.runtime import RuntimeConfig
         from dbt.flags import set_from_args
@@ -57,7 +48,7 @@ class Warehouse:
         args = argparse.Namespace(
             project_dir=dbt_option(dbt_args, "--project-dir") or str(env.PROJECT_ROOT),
             profiles_dir=dbt_option(dbt_args, "--profiles-dir") or os.environ["DBT_PROFILES_DIR"],
-            target=dbt_option(dbt_args, "--target", "-t"),
+            target=target_of(dbt_args),
             profile=None,
             threads=None,
             vars={},
@@ -70,8 +61,8 @@ class Warehouse:
 
     @property
     def meta_schema(self) -> str:
-        """The pipeline's own tables (macros/cdc/meta.sql: cdc_meta_schema)."""
-        return f"{self.schema}_cdc_meta"
+        """The pipeline's own tables (python_hooks/project/meta.py)."""
+        return meta_schema(self.schema)
 
     def query(self, sql: str) -> list[tuple]:
         with self.adapter.connection_named("python_hooks"):
@@ -104,7 +95,7 @@ class Warehouse:
         if not self.table_exists(schema, identifier):
             return None
         columns = []
-        for name, data_type, *_ in self.query(f"describe table {quote_ident(schema)}.{quote_ident(identifier)}"):
+        for name, data_type, *_ in self.query(f"describe table {quoted_relation(schema, identifier)}"):
             if not name or name.startswith("#"):
                 break  # partitioning and detail sections follow the columns
             columns.append((name, data_type))

@@ -24,103 +24,39 @@ source's. A refusal is one line (`AddSourceError`) and writes nothing.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
-import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow as pa
 import yaml
 
-from python_hooks.footers import FooterReadError, TypeConflict, merge_fields, read_footer
-from python_hooks.schema_plan import DEFAULT_TIMESTAMP_COLUMN, UnsupportedTypeError, quote_ident, spark_type
+from python_hooks.project.producers import DEFAULT_TIMESTAMP_COLUMN
+from python_hooks.sources.model import (
+    DBT_NAME,
+    KAFKA_TOPIC,
+    PRODUCERS,
+    AddSourceError,
+    FileWrite,
+    Plan,
+    RawTable,
+    Request,
+)
+from python_hooks.sources.raw_table import read_raw_table
+from python_hooks.sources.yml import (
+    current_model,
+    current_sql,
+    dump,
+    indent_lines,
+    models_file,
+    sources_file,
+    staging_model,
+    staging_sql,
+    table_entry,
+)
 
-PRODUCERS = ("dms", "debezium")
-DMS_METADATA = ("op", "ar_h_change_seq")
-PLAIN_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-DBT_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
-KAFKA_TOPIC = re.compile(r"^[A-Za-z0-9._-]+$")
 LANDING_ROOT_JINJA = re.compile(r"\{\{\s*env_var\(\s*['\"]CDC_LANDING_ROOT['\"]\s*\)\s*\}\}")
-FRESHNESS = [
-    "freshness:",
-    "  warn_after: {count: 12, period: hour}",
-    "  error_after: {count: 24, period: hour}",
-]
-
-
-class AddSourceError(Exception):
-    """A refusal, in one line naming the file, the table and the column. Nothing was written."""
-
-
-@dataclass(frozen=True)
-class Column:
-    name: str  # as the raw files spell it
-    data_type: str | None  # Spark SQL type; None while every file holds only nulls
-
-    @property
-    def staging_name(self) -> str:
-        return self.name.lower()  # staging lower-cases every business column
-
-
-@dataclass(frozen=True)
-class RawTable:
-    """What the footers of a landing folder say."""
-
-    producer: str  # dms | debezium
-    shape: str | None  # debezium: flattened | envelope
-    folder: Path
-    files: tuple[Path, ...]
-    columns: tuple[Column, ...]  # business columns only, in file order
-
-
-@dataclass(frozen=True)
-class Request:
-    producer: str
-    raw_names: tuple[str, ...]  # (schema, table) or (topic,)
-    source_name: str
-    table_name: str
-    keys: tuple[str, ...]
-    timestamp_column: str | None  # dms only
-
-    @property
-    def landing_path(self) -> str:
-        """The folder under $CDC_LANDING_ROOT."""
-        if self.producer == "dms":
-            return "dms/" + "/".join(self.raw_names)
-        return f"debezium/topics/{self.raw_names[0]}"
-
-    @property
-    def label(self) -> str:
-        return f"{self.source_name}.{self.table_name}"
-
-    @property
-    def staging_model(self) -> str:
-        return f"stg_{self.source_name}__{self.table_name}"
-
-    @property
-    def current_model(self) -> str:
-        return f"{self.source_name}__{self.table_name}"
-
-
-@dataclass(frozen=True)
-class FileWrite:
-    path: Path
-    text: str
-    action: str  # create | append
-
-
-@dataclass(frozen=True)
-class Plan:
-    request: Request
-    raw: RawTable
-    keys: tuple[str, ...]  # as staging names them (lower case)
-    writes: tuple[FileWrite, ...]
-
-
-# --------------------------------------------------------------------------------------- request
 
 
 def parse_keys(values: Sequence[str]) -> tuple[str, ...]:
@@ -184,358 +120,6 @@ def build_request(
     return Request(producer, tuple(names), source, table, parse_keys(keys), timestamp_column)
 
 
-# ------------------------------------------------------------------------------------- footers
-
-
-def landing_files(producer: str, folder: Path) -> list[Path]:
-    """The raw files staging reads, oldest first: DMS files in the folder and its date subfolders (full
-    load first, then by name); Debezium files in the sink's partition=<p> folders, by start offset."""
-    if not folder.is_dir():
-        return []
-    if producer == "dms":
-        files = [
-            p
-            for p in folder.rglob("*.parquet")
-            if not any(part.startswith((".", "_")) for part in p.relative_to(folder).parts)
-        ]
-        return sorted(files, key=lambda p: (not p.name.startswith("LOAD"), p.name, str(p)))
-    files = [p for p in folder.glob("partition=*/*.parquet") if not p.name.startswith((".", "_"))]
-
-    def offset(path: Path) -> tuple:
-        parts = path.name.split("+")
-        digits = parts[-1].split(".")[0] if len(parts) >= 3 else ""
-        return (int(digits) if digits.isdigit() else 0, path.name)
-
-    return sorted(files, key=offset)
-
-
-def _debezium_shape(schema: pa.Schema) -> str | None:
-    names = {name.lower() for name in schema.names}
-    if "__op" in names:
-        return "flattened"
-    if "op" in names and "source" in names and names & {"after", "before"}:
-        return "envelope"
-    return None
-
-
-def _field(schema_or_struct, name: str) -> pa.Field | None:
-    fields = list(schema_or_struct)
-    return next((f for f in fields if f.name.lower() == name.lower()), None)
-
-
-def _business_fields(producer: str, shape: str | None, fields: Sequence[pa.Field], ts: str | None) -> list[pa.Field]:
-    """The business columns of one file's (or the union's) top-level fields."""
-    if producer == "dms":
-        metadata = {*DMS_METADATA, (ts or "").lower()}
-        return [f for f in fields if f.name.lower() not in metadata]
-    if shape == "flattened":
-        return [f for f in fields if not f.name.startswith("__")]
-    merged: list[pa.Field] = []
-    for image in ("after", "before"):
-        struct = _field(fields, image)
-        if struct is not None and pa.types.is_struct(struct.type):
-            merged += [f for f in struct.type if f.name.lower() not in {m.name.lower() for m in merged}]
-    return merged
-
-
-def _some(names: Sequence[str], limit: int = 12) -> str:
-    shown = ", ".join(names[:limit]) or "none"
-    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
-
-
-def read_raw_table(
-    producer: str, folder: Path, keys: Sequence[str], timestamp_column: str | None, label: str = "the table"
-) -> RawTable:
-    """The footers of `folder`'s raw files: the shape, the business columns and their Spark types.
-    Refuses a folder without Parquet file, an unreadable footer, a type conflict between files, a file
-    without a key column, and files that are not what the producer writes."""
-    files = landing_files(producer, folder)
-    where = "its date subfolders" if producer == "dms" else "its partition=<p> folders"
-    if not files:
-        raise AddSourceError(
-            f"no Parquet file in {folder} (nor {where}): land the table's first files there, then run add-source"
-        )
-    footers: list[tuple[Path, pa.Schema]] = []
-    fields: list[pa.Field] = []
-    conflicts: list[TypeConflict] = []
-    for path in files:
-        try:
-            schema = read_footer(path)
-        except FooterReadError as error:
-            raise AddSourceError(f"{label}: {error}") from None
-        footers.append((path, schema))
-        fields = merge_fields(fields, schema, os.fspath(path), conflicts)
-    if conflicts:
-        raise AddSourceError(f"{label}: {conflicts[0].message()}")
-
-    shape = None
-    if producer == "debezium":
-        shapes = {path: _debezium_shape(schema) for path, schema in footers}
-        for path, found in shapes.items():
-            if found is None:
-                raise AddSourceError(
-                    f"{path} is neither flattened Debezium (an __op column: ExtractNewRecordState with"
-                    " add.fields=op,source.ts_ms) nor the envelope (op, source, before/after)"
-                )
-        first, shape = footers[0][0], shapes[footers[0][0]]
-        for path, found in shapes.items():
-            if found != shape:
-                raise AddSourceError(f"files of {folder} differ in shape: {first} is {shape}, {path} is {found}")
-        required = "__source_ts_ms" if shape == "flattened" else "source"
-        for path, schema in footers:
-            if _field(schema, required) is None:
-                raise AddSourceError(f"{path} ({shape} Debezium) has no {required!r} column: the commit time")
-    else:
-        for path, schema in footers:
-            if _field(schema, timestamp_column or "") is None:
-                raise AddSourceError(
-                    f"the raw file {path.name} of {label} in {folder} has no timestamp column {timestamp_column!r}:"
-                    " pass --timestamp-column (the DMS endpoint's TimestampColumnName)"
-                )
-
-    if producer == "dms":
-        for key in keys:
-            if key.lower() in {*DMS_METADATA, (timestamp_column or "").lower()}:
-                raise AddSourceError(f"key column {key!r} of {label} is DMS metadata, not a business column ({folder})")
-    for path, schema in footers:
-        names = {f.name.lower() for f in _business_fields(producer, shape, list(schema), timestamp_column)}
-        for key in keys:
-            if key.lower() not in names:
-                inside = " (in its before/after images)" if shape == "envelope" else ""
-                raise AddSourceError(
-                    f"key column {key!r} of {label} is not a column{inside} of the raw file {path.name} in {folder}"
-                    f" (its columns: {_some(sorted(names))})"
-                )
-
-    columns = []
-    for f in _business_fields(producer, shape, fields, timestamp_column):
-        if any(mark in f.name for mark in ("{{", "{%", "{#")):
-            raise AddSourceError(f"column {f.name!r} of {folder}: dbt would read its name as Jinja")
-        try:
-            data_type = spark_type(f.type)
-        except UnsupportedTypeError as error:
-            raise AddSourceError(f"column {f.name!r} of {folder}: {error}") from None
-        columns.append(Column(f.name, data_type))
-    return RawTable(producer, shape, folder, tuple(files), tuple(columns))
-
-
-# ---------------------------------------------------------------------------------------- yaml
-
-
-def yaml_str(value: str) -> str:
-    """`value` as a YAML scalar that reads back as the same string: plain when it can be."""
-    candidates = [json.dumps(value, ensure_ascii=False), json.dumps(value)]
-    if re.match(r"^[A-Za-z_][A-Za-z0-9_ ().,]*$", value) and not value.endswith(" "):
-        candidates.insert(0, value)
-    for candidate in candidates:
-        try:
-            if yaml.safe_load(f"k: {candidate}") == {"k": value}:
-                return candidate
-        except yaml.YAMLError:
-            continue
-    raise AddSourceError(f"{value!r} cannot be written in YAML")
-
-
-def _needs_quoting(name: str) -> bool:
-    """A column name Spark SQL cannot use bare (dbt's tests then quote it: `quote: true`)."""
-    return not PLAIN_IDENTIFIER.match(name)
-
-
-def _sql_expression(name: str) -> str:
-    return name if not _needs_quoting(name) else quote_ident(name)
-
-
-def _jinja_str(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _folded(key: str, text: str) -> list[str]:
-    return [f"{key}: >", *textwrap.wrap(text, width=96, initial_indent="  ", subsequent_indent="  ")]
-
-
-def _indent(lines: Sequence[str], spaces: int) -> list[str]:
-    return [(" " * spaces + line) if line else "" for line in lines]
-
-
-def _item(lines: Sequence[str]) -> list[str]:
-    """A mapping's lines as a block-sequence item: `- ` before the first, two spaces before the rest."""
-    return ["- " + lines[0], *_indent(lines[1:], 2)]
-
-
-def source_settings(request: Request, raw: RawTable) -> list[str]:
-    """The source-level settings (a mapping's lines, without name and description)."""
-    lines = [
-        "# A source is a folder of Parquet files, read by path: `parquet.`<folder>``.",
-        "schema: parquet",
-        "quoting:",
-        "  identifier: true",
-        "meta:",
-    ]
-    if request.producer == "dms":
-        ts = request.timestamp_column or DEFAULT_TIMESTAMP_COLUMN
-        lines += [
-            "  cdc_producer: dms",
-            "  # DMS endpoint setting TimestampColumnName: the commit time of each change.",
-            f"  dms_timestamp_column: {yaml_str(ts)}",
-            "config:",
-            "  # Freshness = the newest commit timestamp in the raw files (`dbt source freshness`): it goes",
-            "  # stale when the DMS task stops delivering, or when the source has had no change for that long.",
-            f"  loaded_at_field: {yaml_str(_sql_expression(ts))}",
-        ]
-    else:
-        ts = "__source_ts_ms" if raw.shape == "flattened" else "source.ts_ms"
-        lines += [
-            "  cdc_producer: debezium",
-            f"  debezium_shape: {raw.shape}",
-            "config:",
-            f"  # Freshness = the newest commit timestamp in the raw files (`{ts}`, epoch millis): it goes",
-            "  # stale when the connector or the S3 sink stops, or when the database has had no change for that long.",
-            f"  loaded_at_field: timestamp_millis({ts})",
-        ]
-    return lines + _indent(FRESHNESS, 2)
-
-
-def source_description(request: Request, raw: RawTable) -> str:
-    if request.producer == "dms":
-        schema = request.raw_names[0]
-        return (
-            f"TODO: describe the source system. Replicated by AWS DMS to the raw zone as Parquet (S3 target,"
-            f" `DataFormat=parquet`, `TimestampColumnName={request.timestamp_column}`): one folder per table under"
-            f" `$CDC_LANDING_ROOT/dms/{schema}/`, full-load `LOAD*.parquet`, then timestamp-named CDC files."
-        )
-    server = request.raw_names[0].split(".")[0]
-    shape = (
-        "Flattened by `ExtractNewRecordState` (`add.fields=op,source.ts_ms`, `delete.handling.mode=rewrite`)."
-        if raw.shape == "flattened"
-        else "With the full change-event envelope (`before`, `after`, `op`, `ts_ms`, `source`, `transaction`)."
-    )
-    return (
-        f"TODO: describe the source system. Streamed by Debezium (server name `{server}`) to Kafka and written"
-        f" to the raw zone as Parquet by the Confluent S3 sink, one folder per topic under"
-        f" `$CDC_LANDING_ROOT/debezium/topics/`. {shape}"
-    )
-
-
-def _column_description(column: Column, keys: Sequence[str]) -> str:
-    role = " (key column)" if column.staging_name in keys else ""
-    unknown = " Only nulls so far: add its data_type." if column.data_type is None else ""
-    return f"TODO: describe {column.name}{role}.{unknown}"
-
-
-def table_entry(request: Request, raw: RawTable, keys: Sequence[str]) -> list[str]:
-    """One table of a source, as a block-sequence item."""
-    identifier = "{{ env_var('CDC_LANDING_ROOT') }}/" + request.landing_path
-    what = "DMS full load + CDC" if request.producer == "dms" else f"Debezium topic {request.raw_names[0]}"
-    lines = [
-        f"name: {request.table_name}",
-        f"identifier: {yaml_str(identifier)}",
-        f"description: {yaml_str(f'TODO: describe {request.label}. One row per change event ({what}).')}",
-        "columns:",
-    ]
-    for column in raw.columns:
-        entry = [f"name: {yaml_str(column.name)}"]
-        if _needs_quoting(column.name):
-            entry.append("quote: true")
-        if column.data_type is not None:
-            entry.append(f"data_type: {yaml_str(column.data_type)}")
-        entry.append(f"description: {yaml_str(_column_description(column, keys))}")
-        lines += _indent(_item(entry), 2)
-    return _item(lines)
-
-
-def sources_file(request: Request, raw: RawTable, keys: Sequence[str]) -> str:
-    entry = [
-        f"name: {request.source_name}",
-        *_folded("description", source_description(request, raw)),
-        *source_settings(request, raw),
-        "tables:",
-        *_indent(table_entry(request, raw, keys), 2),
-    ]
-    return "\n".join(["version: 2", "", "sources:", *_indent(_item(entry), 2)]) + "\n"
-
-
-def _cdc_column(name: str, tests: list | None = None) -> dict:
-    column: dict = {"name": name, "description": f'{{{{ doc("{name[1:]}") }}}}'}
-    if tests:
-        column["data_tests"] = tests
-    return column
-
-
-def _accepted(values: list[str]) -> dict:
-    return {"accepted_values": {"arguments": {"values": values}}}
-
-
-def _business_column(column: Column, keys: Sequence[str], tests: list | None = None) -> dict:
-    entry: dict = {"name": column.staging_name}
-    if _needs_quoting(column.staging_name):
-        entry["quote"] = True
-    entry["description"] = _column_description(column, keys)
-    if tests:
-        entry["data_tests"] = tests
-    return entry
-
-
-def staging_model(request: Request, raw: RawTable, keys: Sequence[str]) -> dict:
-    return {
-        "name": request.staging_model,
-        "description": f'{{{{ doc("staging_model") }}}}\n\nGrain: one change event of `{request.label}`.',
-        "columns": [
-            *(_business_column(c, keys) for c in raw.columns),
-            _cdc_column("_cdc_op", ["not_null", _accepted(["I", "U", "D", "T"])]),
-            _cdc_column("_cdc_ts", ["not_null"]),
-            _cdc_column(
-                "_cdc_seq", ["not_null", {"expression_is_true": {"arguments": {"expression": "rlike '^[0-9]{35}$'"}}}]
-            ),
-            _cdc_column("_cdc_source_file", ["not_null"]),
-        ],
-    }
-
-
-def current_model(request: Request, raw: RawTable, keys: Sequence[str]) -> dict:
-    grain = ", ".join(f"`{key}`" for key in keys)
-    model: dict = {
-        "name": request.current_model,
-        "description": f'{{{{ doc("current_state_model") }}}}\n\nGrain: one live `{request.label}` row per {grain}.',
-    }
-    if len(keys) > 1:
-        arguments: dict = {"combination_of_columns": list(keys)}
-        if any(_needs_quoting(key) for key in keys):
-            arguments["quote_columns"] = True
-        model["data_tests"] = [{"unique_combination_of_columns": {"arguments": arguments}}]
-    key_tests = ["unique", "not_null"] if len(keys) == 1 else ["not_null"]
-    model["columns"] = [
-        *(_business_column(c, keys, key_tests if c.staging_name in keys else None) for c in raw.columns),
-        _cdc_column("_cdc_op", ["not_null", _accepted(["I", "U"])]),
-        _cdc_column("_cdc_ts", ["not_null"]),
-        _cdc_column("_cdc_seq", ["not_null"]),
-        _cdc_column("_cdc_source_file", ["not_null"]),
-        _cdc_column("_cdc_row_hash"),
-        _cdc_column("_cdc_applied_at", ["not_null"]),
-    ]
-    return model
-
-
-def _dump(data) -> str:
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
-
-
-def models_file(model: dict) -> str:
-    return "version: 2\n\n" + _dump({"models": [model]})
-
-
-def staging_sql(request: Request) -> str:
-    macro = "stg_dms_changes" if request.producer == "dms" else "stg_debezium_changes"
-    return f"{{{{ {macro}('{request.source_name}', '{request.table_name}') }}}}\n"
-
-
-def current_sql(request: Request, keys: Sequence[str]) -> str:
-    unique_key = ", ".join(_jinja_str(key) for key in keys)
-    return f"{{{{ cdc_current_state('{request.staging_model}', unique_key=[{unique_key}]) }}}}\n"
-
-
-# ------------------------------------------------------------------------------- existing files
-
-
 def _yml_files(project_dir: Path) -> list[Path]:
     try:
         project = yaml.safe_load((project_dir / "dbt_project.yml").read_text(encoding="utf-8")) or {}
@@ -581,7 +165,7 @@ def append_item(
     at = min(at, len(lines))
     if at == len(lines) and lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
-    new = ([""] if blank_line else []) + _indent(item, dash)
+    new = ([""] if blank_line else []) + indent_lines(item, dash)
     return "".join(lines[:at] + [line + "\n" for line in new] + lines[at:])
 
 
@@ -661,7 +245,7 @@ def _models_write(path: Path, model: dict) -> FileWrite:
     if not path.exists():
         return FileWrite(path, models_file(model), "create")
     text = path.read_text(encoding="utf-8")
-    item = _dump([model]).splitlines()
+    item = dump([model]).splitlines()
     new_text = append_item(path, text, lambda root: _mapping_value(root, "models"), item, blank_line=False)
     expected = _load(path)
     expected["models"].append(model)

@@ -4,7 +4,7 @@ A copy of the project gets a new DMS table, `shop.store_order`, from its landing
 composite key (store_id, order_no), a column named `gift note`, a decimal column spelled `Amount`, a
 full load and CDC files (the second one in a DatePartitionEnabled date folder). The command writes
 the source entry and the models; the pipeline then builds them, and the current-state table is
-compared whole with the pure-Python replay (replay_dms.py) after each batch, and its data tests pass.
+compared whole with the pure-Python replay (oracles/replay_dms.py) after each batch, and its data tests pass.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import PROJECT, assert_same_table, table_rows
-from replay_dms import replay
 
+from helpers.paths import PROJECT
+from helpers.tables import assert_same_table, table_rows
+from oracles.replay_dms import replay
 from sample_data import dms
 
 TABLE = "store_order"

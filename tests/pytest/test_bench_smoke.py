@@ -2,7 +2,7 @@
 
 Only proves that it works: every stage completes, latest.json is well formed with the eight
 ratios, the current-state tables after the measured batches equal a pure-Python replay of the
-raw files the benchmark generated (replay_dms.py, written from CDC_FORMATS.md, not from the
+raw files the benchmark generated (oracles/replay_dms.py, written from CDC_FORMATS.md, not from the
 pipeline), the stock dbt-spark model's wrong rows are counted as that replay counts them, and the
 idle run commits nothing. Timings are never asserted: the numbers come from `make bench` at full
 scale."""
@@ -14,11 +14,10 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
-from replay_dms import replay
-
 from bench.generate import LOAD_TIME
 from bench.report import write_results
 from bench.run import Settings, run_benchmark
+from oracles.replay_dms import replay
 
 KEY = ["order_id"]
 TINY = Settings(

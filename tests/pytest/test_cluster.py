@@ -1,5 +1,5 @@
 """The cluster target: the same models on a Spark standalone cluster behind the Spark Thrift Server,
-with the Hive metastore in PostgreSQL and Iceberg's commit lock on (python_hooks/cluster.py).
+with the Hive metastore in PostgreSQL and Iceberg's commit lock on (python_hooks/cluster/).
 
 The cluster is this run's own (conftest `cluster`: free ports, its own folder, stopped at the end).
 Tables are read through the Thrift Server with PyHive, and compared whole with the same pure-Python
@@ -27,12 +27,13 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import PROJECT, assert_same_table
-from replay_debezium import replay_topic
-from replay_dms import replay
-from test_debezium_pipeline import MODELS as DEBEZIUM_MODELS
 
+from helpers.paths import PROJECT
+from helpers.tables import assert_same_table
+from oracles.replay_debezium import replay_topic
+from oracles.replay_dms import replay
 from sample_data import debezium, dms, evolution
+from test_debezium_pipeline import MODELS as DEBEZIUM_MODELS
 
 CRM = ("--select", "staging.crm", "current_state.crm")
 DBT = str(Path(sys.executable).with_name("dbt"))

@@ -1,6 +1,6 @@
 """Debezium Parquet (flattened and full envelope) -> staging -> current state, against the replay.
 
-The same `cdc_merge` as DMS; every table compared whole with replay_debezium.py after each stage."""
+The same `cdc_merge` as DMS; every table compared whole with oracles/replay_debezium.py after each stage."""
 
 from __future__ import annotations
 
@@ -8,19 +8,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import (
-    assert_batch_log,
-    assert_same_table,
-    assert_stage,
-    assert_status,
-    batch_log,
-    record_stages,
-    snapshot_ids,
-    table_rows,
-)
-from replay_counts import debezium_counts
-from replay_debezium import replay_topic
 
+from helpers.runs import assert_batch_log, assert_stage, assert_status, batch_log, record_stages
+from helpers.tables import assert_same_table, snapshot_ids, table_rows
+from oracles.replay_counts import debezium_counts
+from oracles.replay_debezium import replay_topic
 from sample_data import debezium
 
 SELECT = ("--select", "staging.salesdb", "staging.inventory", "current_state.salesdb", "current_state.inventory")

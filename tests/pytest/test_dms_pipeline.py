@@ -1,7 +1,7 @@
 """DMS raw Parquet -> staging views -> current-state Iceberg tables, checked against the replay.
 
 Real Spark, real Iceberg, real Parquet as DMS writes it; every table compared whole, every
-column of every row, with the pure-Python replay in replay_dms.py."""
+column of every row, with the pure-Python replay in oracles/replay_dms.py."""
 
 from __future__ import annotations
 
@@ -12,19 +12,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import (
-    assert_batch_log,
-    assert_same_table,
-    assert_stage,
-    assert_status,
-    batch_log,
-    record_stages,
-    snapshot_ids,
-    table_rows,
-)
-from replay_counts import dms_counts
-from replay_dms import replay
 
+from helpers.runs import assert_batch_log, assert_stage, assert_status, batch_log, record_stages
+from helpers.tables import assert_same_table, snapshot_ids, table_rows
+from oracles.replay_counts import dms_counts
+from oracles.replay_dms import replay
 from sample_data import dms
 
 KEY = ["customer_id"]
@@ -296,7 +288,7 @@ def test_status_plot_draws_every_table(lake, dbt, spark, tmp_path):
     """`status --plot`: a PNG with a line per table, drawn from the batch log (not blank)."""
     import matplotlib.image
 
-    from python_hooks import status
+    from python_hooks.commands import status
 
     rows = [row for rows in lake["batch_log"].values() for row in rows]
     path = status.plot(rows, tmp_path / "lag.png")

@@ -1,4 +1,4 @@
-"""`python -m python_hooks docs` (python_hooks/docs.py) on a warehouse the pipeline built, in this
+"""`python -m python_hooks docs` (python_hooks/commands/docs.py) on a warehouse the pipeline built, in this
 process (the session dbt created is the one the tests read through):
 
 - the columns schema evolution added (sample_data/evolution.py: `status` on salesdb.customer,
@@ -19,9 +19,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import PROJECT
 
-from python_hooks.docs import EVOLUTION_FILE, ROWS_LABEL, build_docs
+from helpers.paths import PROJECT
+from python_hooks.commands.docs import ROWS_LABEL, build_docs
+from python_hooks.commands.docs_coverage import EVOLUTION_FILE
 from sample_data import debezium, dms, evolution
 
 EVOLVED = {"credit_limit", "birth_date", "status"}

@@ -18,17 +18,15 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import PROJECT
 
-sys.path.insert(0, str(PROJECT / "scripts"))
-from check_docs_coverage import check as docs_coverage_gaps  # noqa: E402
+from helpers.paths import PROJECT
+from python_hooks.commands.docs_coverage import check as docs_coverage_gaps
 
 # The lineage of dim_customer, in flow order: every step must be on screen, each reachable from
 # the one before along the graph's edges (models in between, e.g. an intermediate join, are fine).
@@ -187,7 +185,7 @@ def docs_site(dbt, tmp_path_factory) -> Path:
     assert dbt("parse", landing=landing, schema=schema).success
     result = dbt("docs", "generate", "--static", "--no-compile", "--empty-catalog", landing=landing, schema=schema)
     assert result.success, result.exception
-    site = dbt._work / schema / "static_index.html"  # conftest.Dbt: --target-path <work>/<schema>
+    site = dbt._work / schema / "static_index.html"  # helpers.dbt_runner.Dbt: --target-path <work>/<schema>
     assert site.is_file(), f"dbt docs generate --static wrote no {site}"
     return site
 

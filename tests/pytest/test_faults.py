@@ -1,15 +1,15 @@
 """Fault injection: `make run` killed with SIGKILL at a named point of a run, then run again.
 
 Each test is a warehouse of its own, worked by processes as a scheduler starts them
-(tests/pytest/fault_run.py, in a process group of its own: the kill takes its Spark JVM too, as a
+(tests/pytest/helpers/fault_run.py, in a process group of its own: the kill takes its Spark JVM too, as a
 crash of the machine or container would): the sample's stage 1 is applied; stage 2 lands and its run
-kills itself at the point (python_hooks/faults.py, CDC_KILL_AT); then a plain run with nothing new
+kills itself at the point (python_hooks/project/faults.py, CDC_KILL_AT); then a plain run with nothing new
 lands. After it, every table equals the pure-Python replay of every raw file (no lost and no doubled
 change), no branch is left on any table, the ledger lists every file once, and the run that
 recovered needed no hand: no lock, temporary table or branch stood in its way.
 
 `make faults` runs every point; `make test` the merge killed mid-statement (CI's time). The seconds
-each recovery run took go to target/faults/report.jsonl (the issue's closing note quotes them).
+each recovery run took go to target/faults/report.jsonl.
 """
 
 from __future__ import annotations
@@ -25,14 +25,16 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import PROJECT, assert_same_table
-from replay_counts import COUNTS, dms_counts
-from replay_dms import replay
-from replay_history import CUSTOMER_ATTRIBUTES, CustomerSnapshot, joined_customers
 
+from helpers.paths import PROJECT, import_path
+from helpers.tables import assert_same_table
+from oracles.replay_counts import COUNTS, dms_counts
+from oracles.replay_dms import replay
+from oracles.replay_history import CUSTOMER_ATTRIBUTES, CustomerSnapshot, joined_customers
 from sample_data import dms
 
-HELPER = Path(__file__).resolve().parent / "fault_run.py"
+# helpers/fault_run.py, run as a module on the import path pytest has (helpers.paths.import_path)
+HELPER = ["-m", "helpers.fault_run"]
 CRM = ("--select", "staging.crm", "current_state.crm")
 CUSTOMER = ("--select", "+dim_customer", "--indirect-selection", "cautious")
 REPORT = PROJECT / "target" / "faults" / "report.jsonl"
@@ -60,12 +62,13 @@ COMMITTED_UNLOGGED = {"after_publish", "after_tombstones"}
 def _process(tmp_path: Path, *args: str, kill_at: str | None = None) -> tuple[subprocess.CompletedProcess, float]:
     environ = {
         **os.environ,
+        "PYTHONPATH": import_path(os.environ),
         "CDC_WAREHOUSE": str(tmp_path / "warehouse"),
         "CDC_TARGET": "local",
         "CDC_KILL_DELAY": "1",
     }
     environ.pop("CDC_KILL_AT", None)
-    command = [sys.executable, str(HELPER), "--landing", str(tmp_path / "landing"), "--schema", "faults"]
+    command = [sys.executable, *HELPER, "--landing", str(tmp_path / "landing"), "--schema", "faults"]
     command += ["--target-path", str(tmp_path / "target")]
     if kill_at:
         command += ["--kill-at", kill_at]
@@ -144,7 +147,7 @@ def test_killed_batch_is_repaired_by_the_next_run(tmp_path, point):
 
 def _assert_batch_log_never_lies(state: dict, tmp_path: Path, point: str) -> None:
     """The batch log after the kill and the recovery: stage 1's row and one row for stage 2's batch
-    per table, equal to the replay's counts (tests/pytest/replay_counts.py); the one exception is a
+    per table, equal to the replay's counts (tests/pytest/oracles/replay_counts.py); the one exception is a
     batch the killed run committed but could not log: the recovery logs it as changing nothing, its
     changes re-delivered (the table already holds them). Never a row for what did not happen."""
     log = state["tables"]["faults_cdc_meta.cdc_batch_log"]
@@ -225,13 +228,14 @@ def test_second_run_on_the_embedded_warehouse_is_refused_and_the_first_finishes(
     assert first.returncode == 0, _tail(first)
     environ = {
         **os.environ,
+        "PYTHONPATH": import_path(os.environ),
         "CDC_WAREHOUSE": str(tmp_path / "warehouse"),
         "CDC_TARGET": "local",
         "CDC_PAUSE_AT": "before_publish:crm__customer_master",
         "CDC_PAUSE_SECONDS": "40",
     }
     environ.pop("CDC_KILL_AT", None)
-    command = [sys.executable, str(HELPER), "--landing", str(tmp_path / "landing"), "--schema", "faults"]
+    command = [sys.executable, *HELPER, "--landing", str(tmp_path / "landing"), "--schema", "faults"]
     dumped = tmp_path / "dump.pickle"
     running = subprocess.Popen(
         [*command, "--target-path", str(tmp_path / "target"), "--stage", "2", "--dump", str(dumped), "--", *CRM],

@@ -2,7 +2,7 @@
 
 The DMS and Debezium sample stages land one by one, with a `dbt build` of these models (and of
 everything they read, with the SCD2 data tests) after each; after every stage each SCD2 table is
-compared whole with the pure-Python replay in replay_history.py. One lake for the module: the
+compared whole with the pure-Python replay in oracles/replay_history.py. One lake for the module: the
 later tests (rerun, full refresh, erasure, rebuilt snapshot) continue from the last stage."""
 
 from __future__ import annotations
@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import PROJECT, assert_same_table, snapshot_ids, table_rows
-from replay_debezium import replay_topic
-from replay_dms import replay as dms_replay
-from replay_history import (
+
+from helpers.paths import PROJECT
+from helpers.tables import assert_same_table, snapshot_ids, table_rows
+from oracles.replay_debezium import replay_topic
+from oracles.replay_dms import replay as dms_replay
+from oracles.replay_history import (
     CUSTOMER_ATTRIBUTES,
     OPEN_END,
     ORDER_ATTRIBUTES,
@@ -29,8 +31,7 @@ from replay_history import (
     order_history,
     version_at,
 )
-
-from python_hooks import erase as erasure
+from python_hooks import personal_data as erasure
 from sample_data import debezium, dms
 
 MODELS = [
@@ -99,7 +100,8 @@ def failures(result) -> list[str]:
 
 
 def expected_customer_sk(spark, dim_keys) -> dict[tuple, int]:
-    """customer_sk as the issue defines it: xxhash64 of the customer id and the version's start."""
+    """customer_sk computed here, in Spark SQL apart from the models: xxhash64 of the customer id and the
+    version's start."""
     keys = [k for k in dim_keys if k[0] is not None]
     frame = spark.createDataFrame(keys, "customer_id bigint, valid_from timestamp")
     hashed = frame.selectExpr("customer_id", "valid_from", "xxhash64(customer_id, valid_from) as sk").collect()
@@ -205,7 +207,8 @@ def test_every_order_points_to_the_customer_version_valid_at_order_ts(lake, spar
 
 
 def test_snapshot_runs_run_after_run_on_iceberg(lake, spark):
-    """dbt-labs/dbt-adapters#489: the second and later snapshot runs on Iceberg used to fail."""
+    """The second and later snapshot runs on Iceberg succeed (they used to fail in dbt-spark:
+    dbt-labs/dbt-adapters#489)."""
     schema = lake["schema"]
     table = relation(schema, "customer_snapshot")
     assert all(lake["stages"][stage]["success"] for stage in STAGES)
@@ -316,7 +319,7 @@ RECTIFIED_COLUMNS = {
 
 
 def rectify(dbt, landing: Path, schema: str, key: str, changes: dict[str, str]):
-    from python_hooks.warehouse import Warehouse
+    from python_hooks.project.warehouse import Warehouse
 
     parsed = dbt("parse", landing=landing, schema=schema)
     assert parsed.success
@@ -503,7 +506,7 @@ def without_erased(rows: Counter, columns: list[str], column: str | None) -> Cou
 
 
 def erase(dbt, landing: Path, schema: str):
-    from python_hooks.warehouse import Warehouse
+    from python_hooks.project.warehouse import Warehouse
 
     parsed = dbt("parse", landing=landing, schema=schema)
     assert parsed.success

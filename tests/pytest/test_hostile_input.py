@@ -24,9 +24,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import assert_same_table, batch_log, snapshot_ids, table_rows
-from replay_dms import replay
 
+from helpers.runs import batch_log
+from helpers.tables import assert_same_table, snapshot_ids, table_rows
+from oracles.replay_dms import replay
 from sample_data import dms
 
 CRM = ("--select", "staging.crm", "current_state.crm")

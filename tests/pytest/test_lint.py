@@ -1,20 +1,19 @@
 """The lint tooling itself: the sqlfluff configuration (.sqlfluff) enforces ../STYLE.md and renders
 the project's models without a warehouse; the credential check (scripts/check_credentials.py) and
-the docs coverage check (scripts/check_docs_coverage.py) find what they exist to find, and only that.
+the docs coverage check (python_hooks.commands.docs_coverage.check, what scripts/check_docs_coverage.py runs) find
+what they exist to find, and only that.
 No Spark here."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import PROJECT
 
-sys.path.insert(0, str(PROJECT / "scripts"))
-import check_credentials  # noqa: E402
-import check_docs_coverage  # noqa: E402
+from helpers.paths import PROJECT
+from python_hooks.commands.docs_coverage import check as docs_coverage
+from scripts import check_credentials
 
 # The SQL example of STYLE.md (jaffle-shop): the rules must accept it as it is.
 STYLE_EXAMPLE = """with
@@ -183,7 +182,7 @@ def test_docs_coverage_finds_each_kind_of_gap(tmp_path):
     catalog = {"nodes": {"model.p.ok": {"columns": {"id": {}, "extra": {}}}}, "sources": {}}
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     (tmp_path / "catalog.json").write_text(json.dumps(catalog))
-    coverage = check_docs_coverage.check(tmp_path)
+    coverage = docs_coverage(tmp_path)
     assert coverage.warnings == [], "no schema evolution log: no column is excused"
     assert coverage.gaps == [
         "model.p.bare (models/bare.sql): no description",

@@ -1,4 +1,4 @@
-"""Table maintenance (python_hooks/maintain.py, `make maintain`) on real Spark and Iceberg tables.
+"""Table maintenance (python_hooks/commands/maintain.py, `make maintain`) on real Spark and Iceberg tables.
 
 One small DMS table (crm.customer_master) takes a full load and 5 CDC batches through the pipeline,
 one dbt run each; the table after each batch and the snapshot that made it are recorded. Then:
@@ -20,11 +20,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import PROJECT, _normalise, assert_same_table, table_rows
-from replay_dms import replay
 
-from python_hooks import maintain as maintenance
-from python_hooks.maintain import Retention
+from helpers.paths import PROJECT
+from helpers.tables import assert_same_table, normalise, table_rows
+from oracles.replay_dms import replay
+from python_hooks.commands import maintain as maintenance
+from python_hooks.commands.maintain import Retention
 from sample_data import dms
 
 KEY = ["customer_id"]
@@ -114,7 +115,7 @@ def rows_at(spark, relation: str, snapshot_id: int) -> dict[tuple, dict]:
     quoted = ", ".join(f"`{c}`" for c in COLUMNS)
     result = {}
     for row in spark.sql(f"select {quoted} from {relation} version as of {snapshot_id}").collect():
-        record = {c: _normalise(row[c]) for c in COLUMNS}
+        record = {c: normalise(row[c]) for c in COLUMNS}
         result[tuple(record[c] for c in KEY)] = record
     return result
 
@@ -164,7 +165,7 @@ def every_table(spark, schema: str) -> list[str]:
 
 
 def open_warehouse(dbt, lake):
-    from python_hooks.warehouse import Warehouse
+    from python_hooks.project.warehouse import Warehouse
 
     return Warehouse.open(lake["args"])
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from conftest import assert_same_table, snapshot_ids, table_rows
-from replay_debezium import replay_topic
-from replay_dms import replay
-
+from helpers.tables import assert_same_table, snapshot_ids, table_rows
+from oracles.replay_debezium import replay_topic
+from oracles.replay_dms import replay
 from sample_data import debezium, dms
 
 SELECT = ("--select", "staging.crm", "current_state.crm", "staging.salesdb", "current_state.salesdb")

@@ -1,6 +1,6 @@
 """Schema evolution with real Spark and Iceberg: the Python hooks, then dbt, on changed raw files.
 
-Each scenario of issue 4: the seed's `status` column, new decimal/date columns, an upper-case
+Each kind of source schema change: the seed's `status` column, new decimal/date columns, an upper-case
 spelling, an int -> bigint promotion, a refused string -> int change that stops only its table,
 hostile column names, and a plain `dbt run` without the hooks."""
 
@@ -11,10 +11,10 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from conftest import assert_same_table, table_rows
-from replay_debezium import replay_topic
-from replay_dms import replay
 
+from helpers.tables import assert_same_table, table_rows
+from oracles.replay_debezium import replay_topic
+from oracles.replay_dms import replay
 from sample_data import debezium, dms, evolution
 
 CRM = ("--select", "staging.crm", "current_state.crm")

@@ -14,7 +14,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import PROJECT
+
+from helpers.paths import PROJECT
 
 EDITED = "model.cdc_lakehouse.crm__customer_master"
 EDITED_FILE = "models/current_state/crm/crm__customer_master.sql"

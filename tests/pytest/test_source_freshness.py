@@ -41,7 +41,7 @@ def test_freshness_is_the_newest_commit_of_every_source(dbt, spark, tmp_path):
     debezium.write_stage(landing, 1)
     debezium.write_stage(landing, 2)
     # The sample's commits are in the past, so the sources are stale and the command exits non-zero:
-    # what is checked is what it reports (conftest.Dbt writes --target-path <work>/<schema>).
+    # what is checked is what it reports (helpers.dbt_runner.Dbt writes --target-path <work>/<schema>).
     dbt("source", "freshness", landing=landing, schema="freshness")
     sources = json.loads((dbt._work / "freshness" / "sources.json").read_text())
     reported = {r["unique_id"]: r for r in sources["results"]}

@@ -1,14 +1,14 @@
 """One process of a fault-injection test (tests/pytest/test_faults.py), started by the test as the
 scheduler starts `make run`: in its own process group, on its own embedded warehouse.
 
-    python tests/pytest/fault_run.py --landing L --schema S --target-path T \
+    PYTHONPATH=.:tests/pytest python -m helpers.fault_run --landing L --schema S --target-path T \
         [--stage N ...] [--producer dms|debezium ...] [--evolve dms_new_types] \
         [--kill-at POINT[:TABLE]] [--dump FILE] [-- dbt build arguments]
 
 For each --stage: land that sample stage (of each --producer), then run the pipeline
 (python_hooks.pipeline.run_pipeline, what `make run` runs); --evolve lands a schema change after the
 stages, before the last run. The last run has CDC_KILL_AT set when --kill-at is given: the process
-kills itself at that point (python_hooks/faults.py), so it never gets further. With no --stage, one
+kills itself at that point (python_hooks/project/faults.py), so it never gets further. With no --stage, one
 run with nothing newly landed (the recovery). --dump: after the runs, what the test compares, from
 the same session: every table of the schema whole, its branches, and the ledger.
 """
@@ -22,8 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(PROJECT))
+from helpers.paths import PROJECT
 
 
 def land(landing: Path, producers: list[str], stage: int) -> None:
@@ -37,8 +36,8 @@ def land(landing: Path, producers: list[str], stage: int) -> None:
 def dump(common: list[str], schema: str) -> dict:
     """{relation: {"columns": [...], "rows": [...], "branches": [...]}} for every table of the
     project's schemas, and the ledger's duplicated (model, file) pairs."""
-    from python_hooks.schema_plan import quote_ident
-    from python_hooks.warehouse import Warehouse
+    from python_hooks.project.sql import quote_ident
+    from python_hooks.project.warehouse import Warehouse
 
     result: dict = {"tables": {}}
     with Warehouse.open(common) as warehouse:
@@ -83,8 +82,8 @@ def main() -> int:
 
     from dbt.cli.main import dbtRunner
 
-    from python_hooks import faults
-    from python_hooks.pipeline import run_pipeline
+    from python_hooks.commands.run import run_pipeline
+    from python_hooks.project import faults
     from sample_data import evolution
 
     runner = dbtRunner(callbacks=[faults.dbt_callback])

@@ -25,8 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import replay_debezium
-import replay_dms
+from oracles import replay_debezium, replay_dms
 
 COUNTS = (
     "files",

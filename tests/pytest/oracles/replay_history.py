@@ -1,6 +1,6 @@
 """Independent oracle for the SCD2 models, replayed in pure Python from the raw change files.
 
-Written from ../shared/CDC_FORMATS.md and the rules of issue 5, not from the models' SQL:
+Written from ../shared/CDC_FORMATS.md and the history rules below, not from the models' SQL:
 
 - a table's changes apply in commit order (DMS: last_update_time, then AR_H_CHANGE_SEQ, full-load
   rows first; flattened Debezium: __source_ts_ms, then partition and offset), a re-delivered
@@ -21,8 +21,8 @@ import datetime as dt
 from collections.abc import Iterable
 from pathlib import Path
 
-from replay_debezium import read_events as read_debezium_events
-from replay_dms import read_events as read_dms_events
+from oracles.replay_debezium import read_events as read_debezium_events
+from oracles.replay_dms import read_events as read_dms_events
 
 OPEN_END = dt.datetime(9999, 12, 31)
 UNKNOWN_MEMBER_FROM = dt.datetime(1900, 1, 1)

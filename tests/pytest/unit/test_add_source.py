@@ -15,8 +15,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from python_hooks import add_source
-from python_hooks.add_source import AddSourceError
+from python_hooks.sources import add_source, yml
+from python_hooks.sources import model as request_model
+from python_hooks.sources.model import AddSourceError
 from sample_data import debezium, dms
 
 PROJECT = Path(__file__).resolve().parents[3]
@@ -70,7 +71,7 @@ def load(path: Path):
     return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
-def run(project: Path, landing: Path, producer: str, *names: str, key: str, **options) -> add_source.Plan:
+def run(project: Path, landing: Path, producer: str, *names: str, key: str, **options) -> request_model.Plan:
     return add_source.add_source(project, str(landing), producer, names, [key], **options)
 
 
@@ -344,7 +345,7 @@ def test_an_existing_source_gets_the_table_appended(project, tmp_path):
     "value", ["id", "gift note", "TODO: describe x.", "on", "null", "#1", " lead", "a'b\"c", "données", "x\ty", "1"]
 )
 def test_yaml_scalars_read_back(value):
-    assert yaml.safe_load(f"k: {add_source.yaml_str(value)}") == {"k": value}
+    assert yaml.safe_load(f"k: {yml.yaml_str(value)}") == {"k": value}
 
 
 def test_command_line(project, tmp_path, monkeypatch, caplog):

@@ -1,6 +1,6 @@
-"""The cluster's configuration (python_hooks/cluster.py), without starting anything: ports and folders
+"""The cluster's configuration (python_hooks/cluster/), without starting anything: ports and folders
 from the environment, Iceberg's commit lock left on, secrets kept off command lines, and the dbt
-options a `make run` passes on to every dbt command of the run (python_hooks/pipeline.py)."""
+options a `make run` passes on to every dbt command of the run (python_hooks/commands/run.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from python_hooks import cluster
-from python_hooks.pipeline import split_shared_options
-from python_hooks.warehouse import dbt_option
+from python_hooks.project.dbt_args import dbt_option, split_shared_options
 
 
 def _environ(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -49,7 +48,7 @@ def test_thrift_server_keeps_the_commit_lock_on_and_the_password_out_of_sight(tm
     # The settings file holding the password is readable by its owner only.
     config.root.mkdir(parents=True)
     path = config.root / "secret.conf"
-    cluster._private_file(path, "x")
+    cluster.processes.private_file(path, "x")
     assert path.stat().st_mode & 0o077 == 0
 
 

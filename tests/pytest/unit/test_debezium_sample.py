@@ -1,4 +1,4 @@
-"""The Debezium sample (sample_data/debezium.py) and its replay oracle (replay_debezium.py), in pure
+"""The Debezium sample (sample_data/debezium.py) and its replay oracle (oracles/replay_debezium.py), in pure
 Python: file layout as the Confluent S3 sink writes it, schemas, the seed scenario, each hard case
 found in the raw data, determinism, and the replay's rules on hand-made topics."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from replay_debezium import replay_topic
 
+from oracles.replay_debezium import replay_topic
 from sample_data.debezium import STAGES, TOPICS, topic_dir, write_stage
 
 CUSTOMER = "mysql.salesdb.customer"

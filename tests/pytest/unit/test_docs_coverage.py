@@ -1,4 +1,4 @@
-"""The docs coverage check (python_hooks/docs.py, scripts/check_docs_coverage.py) and the catalog's
+"""The docs coverage check (python_hooks/commands/docs.py, scripts/check_docs_coverage.py) and the catalog's
 live row counts, on small synthetic manifest and catalog dicts: no dbt run, no Spark."""
 
 from __future__ import annotations
@@ -9,19 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from python_hooks.docs import (
-    EVOLUTION_FILE,
-    ROWS_LABEL,
-    AddedColumn,
-    Count,
-    catalog_findings,
-    catalog_tables,
-    check,
-    main,
-    patch_catalog,
-    relation_parts,
-    write_static_index,
-)
+from python_hooks.commands.docs import ROWS_LABEL, Count, catalog_tables, patch_catalog, write_static_index
+from python_hooks.commands.docs_coverage import EVOLUTION_FILE, AddedColumn, catalog_findings, check, main
+from python_hooks.project.sql import relation_parts
 
 P = "cdc_lakehouse"
 SOURCE = f"source.{P}.crm.customer_master"

@@ -1,4 +1,4 @@
-"""The embedded warehouse's one-process guard (python_hooks/embedded_lock.py), without Spark: a
+"""The embedded warehouse's one-process guard (python_hooks/project/embedded_lock.py), without Spark: a
 second process is refused at once with one line naming the first, and the lock goes with the
 process that held it, kill -9 included. The whole path through pyspark and dbt is in
 tests/pytest/test_cluster.py::test_second_process_on_the_embedded_warehouse_gets_one_line."""
@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from python_hooks import embedded_lock
+from python_hooks.project import embedded_lock
 
 HOLD = """
 import sys, time
 from pathlib import Path
-from python_hooks import embedded_lock
+from python_hooks.project import embedded_lock
 embedded_lock.acquire(Path(sys.argv[1]))
 print("held", flush=True)
 time.sleep(120)
@@ -34,7 +34,7 @@ def _holder(warehouse: Path) -> subprocess.Popen:
 
 
 def _try(warehouse: Path) -> subprocess.CompletedProcess:
-    code = "import sys; from pathlib import Path; from python_hooks import embedded_lock; "
+    code = "import sys; from pathlib import Path; from python_hooks.project import embedded_lock; "
     code += "embedded_lock.acquire(Path(sys.argv[1])); print('acquired')"
     return subprocess.run(
         [sys.executable, "-c", code, str(warehouse)],
@@ -53,7 +53,7 @@ def test_second_process_is_refused_naming_the_first_then_gets_it_after_kill(tmp_
         assert time.monotonic() - started < 10, "refused at once, not after minutes"
         assert refused.returncode != 0
         last = refused.stderr.strip().splitlines()[-1]
-        assert last.startswith("python_hooks.embedded_lock.WarehouseInUse: The embedded warehouse")
+        assert last.startswith("python_hooks.project.embedded_lock.WarehouseInUse: The embedded warehouse")
         assert f"in use by pid {holder.pid} " in last, last
         assert "CDC_TARGET=cluster" in last
     finally:
@@ -65,11 +65,11 @@ def test_second_process_is_refused_naming_the_first_then_gets_it_after_kill(tmp_
 
 
 def test_only_derby_sessions_are_guarded() -> None:
-    assert embedded_lock._derby_warehouse({"spark.sql.warehouse.dir": "/w"}) is None
+    assert embedded_lock.derby_warehouse({"spark.sql.warehouse.dir": "/w"}) is None
     derby = {"spark.hadoop.javax.jdo.option.ConnectionURL": "jdbc:derby:;databaseName=/w/metastore_db;create=true"}
-    assert embedded_lock._derby_warehouse({**derby, "spark.sql.warehouse.dir": "/w"}) == Path("/w")
+    assert embedded_lock.derby_warehouse({**derby, "spark.sql.warehouse.dir": "/w"}) == Path("/w")
     postgres = {"spark.hadoop.javax.jdo.option.ConnectionURL": "jdbc:postgresql://127.0.0.1:15432/metastore"}
-    assert embedded_lock._derby_warehouse(postgres) is None
+    assert embedded_lock.derby_warehouse(postgres) is None
 
 
 def test_the_same_process_may_open_its_warehouse_again(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The environment made visible (python_hooks/env.py), without Spark: which values apply_defaults()
+"""The environment made visible (python_hooks/project/env.py), without Spark: which values apply_defaults()
 filled in (CDC_DEFAULTED), describe() and banner(), `python -m python_hooks env` in a subprocess, and
 the banner a plain `dbt run` in the venv prints from the start-up hook."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from python_hooks import env
+from python_hooks.project import env
 
 PROJECT = Path(__file__).resolve().parents[3]
 PATHS = ["DBT_PROFILES_DIR", "CDC_LANDING_ROOT", "CDC_WAREHOUSE"]
@@ -172,7 +172,9 @@ def _row(stdout: str, name: str) -> list[str]:
 def test_env_command_says_where_the_warehouse_comes_from(tmp_path):
     unset = _env_command()
     lines = unset.stdout.splitlines()
-    assert lines[0].startswith("where each value comes from: environment = you set it, default = python_hooks/env.py")
+    assert lines[0].startswith(
+        "where each value comes from: environment = you set it, default = python_hooks/project/env.py"
+    )
     assert _row(unset.stdout, "CDC_WAREHOUSE") == ["CDC_WAREHOUSE", str(PROJECT / "data" / "warehouse"), "default"]
     assert unset.stderr.splitlines()[0].startswith("target local | warehouse ")  # the banner, on stderr
     assert "(default)" in unset.stderr.splitlines()[0]

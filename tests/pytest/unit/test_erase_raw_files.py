@@ -1,4 +1,4 @@
-"""Raw landing files rewritten without a subject's rows (python_hooks/erase.py), without Spark."""
+"""Raw landing files rewritten without a subject's rows (python_hooks/personal_data/), without Spark."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from python_hooks import erase
+from python_hooks import personal_data as erase
+from python_hooks.personal_data import raw_files
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -90,7 +91,7 @@ def test_dms_file_gets_the_correction_in_the_subjects_non_null_values_only(tmp_p
     ]
     path = tmp_path / "20261101-080000000.parquet"
     _dms(path, rows)
-    values, types = erase.raw_personal_values(path, "customer_id", ["42"], "dms", ["email"])
+    values, types = raw_files.raw_personal_values(path, "customer_id", ["42"], "dms", ["email"])
     assert values == {("email", "42"): {"old@x", "older@x"}} and types == {"email": pa.string()}
     assert erase.rectify_raw_file(path, "customer_id", ["42"], "dms", {"email": "new@x"}) == 2
     expected = [
@@ -122,7 +123,7 @@ def test_debezium_envelope_gets_the_correction_in_before_and_after(tmp_path):
     ]
     path = tmp_path / "pg.inventory.customer+0+0000000000.snappy.parquet"
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
-    values, _ = erase.raw_personal_values(path, "id", ["42"], "debezium_envelope", ["name", "born"])
+    values, _ = raw_files.raw_personal_values(path, "id", ["42"], "debezium_envelope", ["name", "born"])
     assert values == {("name", "42"): {"Old", "Older"}, ("born", "42"): {"1980-01-02"}}
     changes = {"name": "New", "born": "1981-03-04"}
     assert erase.rectify_raw_file(path, "id", ["42"], "debezium_envelope", changes) == 5
@@ -140,7 +141,7 @@ def test_debezium_envelope_gets_the_correction_in_before_and_after(tmp_path):
 
 def test_a_correction_that_is_not_a_value_of_the_column_type_is_refused():
     with pytest.raises(erase.ErasureError, match="not a value of type"):
-        erase._arrow_value("not a date", pa.date32())
+        raw_files.arrow_value("not a date", pa.date32())
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,10 @@
-"""python_hooks/faults.py without killing anything: which point is wanted, what arms the kill."""
+"""python_hooks/project/faults.py without killing anything: which point is wanted, what arms the kill."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from python_hooks import faults
+from python_hooks.project import faults
 
 
 def test_wanted_by_point_and_table(monkeypatch):

@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from python_hooks import footers
-from python_hooks.footers import FooterCache, FooterReadError, TypeConflict, UnionSchema, read_union_schema
+from python_hooks.evolution import footers
+from python_hooks.evolution.footers import FooterCache, FooterReadError, TypeConflict, UnionSchema, read_union_schema
 
 
 def write(path: Path, schema: pa.Schema, rows: int = 2) -> Path:

@@ -1,4 +1,4 @@
-"""The plan of `make maintain` (python_hooks/maintain.py) without Spark: retention config, which
+"""The plan of `make maintain` (python_hooks/commands/maintain.py) without Spark: retention config, which
 nodes are maintained, relation names and timestamps as they enter SQL."""
 
 from __future__ import annotations
@@ -8,7 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from python_hooks.maintain import Retention, _timestamp, maintenance_targets, split_relation
+from python_hooks.commands.maintain import Retention, maintenance_targets
+from python_hooks.project.iceberg import _timestamp
+from python_hooks.project.sql import split_relation
 
 
 def _node(name: str, materialized: str, **config) -> SimpleNamespace:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from python_hooks.pipeline import WHAT_TO_DO, run_summary
+from python_hooks.commands.summary import WHAT_TO_DO, run_summary
 
 
 def _result(*nodes: tuple[str, str, str | None], exception=None):

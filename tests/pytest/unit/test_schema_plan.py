@@ -5,21 +5,17 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from python_hooks.schema_plan import (
-    METADATA_COLUMNS,
+from python_hooks.evolution.plan import (
     ColumnChange,
     Plan,
     Refusal,
     SchemaShapeError,
-    UnsupportedTypeError,
     business_schema,
-    compare_types,
-    is_metadata_column,
-    normalize_type,
     plan_schema_changes,
-    quote_ident,
-    spark_type,
 )
+from python_hooks.evolution.types import UnsupportedTypeError, compare_types, normalize_type, spark_type
+from python_hooks.project.producers import METADATA_COLUMNS, is_metadata_column
+from python_hooks.project.sql import quote_ident
 
 TABLE = "`spark_catalog`.`crm`.`customer`"
 CUSTOMER = [("id", "bigint"), ("name", "string"), ("country", "string"), ("_cdc_seq", "string")]
@@ -247,7 +243,7 @@ def test_business_schema_dms() -> None:
     assert custom.names == ["id", "Country", "last_update_time", "balance"]
 
 
-def test_business_schema_debezium_flat() -> None:
+def test_business_schema_debezium_flattened() -> None:
     raw = pa.schema(
         [
             ("id", pa.int32()),
@@ -258,7 +254,7 @@ def test_business_schema_debezium_flat() -> None:
             ("__deleted", pa.string()),
         ]
     )
-    assert business_schema(raw, "debezium_flat") == pa.schema(
+    assert business_schema(raw, "debezium_flattened") == pa.schema(
         [("id", pa.int32()), ("email", pa.string()), ("last_update_time", pa.timestamp("ms"))]
     )
 

@@ -1,4 +1,4 @@
-"""python_hooks/status.py without a warehouse: states, exit codes, the run's table, the status text."""
+"""python_hooks/commands/status.py without a warehouse: states, exit codes, the run's table, the status text."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from python_hooks.status import TableStatus, duration, exit_code, ignored, render, run_table
+from python_hooks.commands.status import TableStatus, duration, exit_code, ignored, render, run_table
 
 AT = dt.datetime(2026, 11, 24, 12, 0, 0)
 

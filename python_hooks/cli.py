@@ -1,0 +1,265 @@
+"""The command line: `python -m python_hooks <command>` (`--help` on any of them).
+
+env             print the environment dbt runs with, and where each value comes from (--shell: NAME=value lines)
+write-pth       install the venv start-up hook that applies those defaults
+evolve          the schema-evolution hook alone: evolve the current-state Iceberg tables
+run             the pipeline once: the pre-dbt hooks, then `dbt build` (extra arguments go to dbt)
+erase           right to be forgotten: erase a data subject's keys from every table, raw file and snapshot
+rectify         right to rectification: correct a data subject's personal columns everywhere they are held
+maintain        table maintenance: compaction, manifests, snapshot expiry, orphan files
+status          where each table stands: rows, last run, lag, files waiting and refused (--plot FILE.png)
+add-source      add a source table from its landing folder: source entry, two one-line models, their ymls
+docs            the dbt docs site with live row counts, and the docs coverage check
+cluster up      start the shared target on this machine: PostgreSQL metastore, Spark, Thrift Server
+cluster down    stop what `cluster up` started
+cluster status  what runs, on which ports, and the locks held in the metastore
+
+Every command but `env --shell` and `write-pth` first prints one line on stderr (stdout stays the
+command's own output): the target, the warehouse and the landing zone, "(default)" where
+python_hooks/project/env.py chose them, and the schema. Each command is a few lines here; its work
+is in python_hooks/commands/ and the packages below it (python_hooks/__init__.py).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from python_hooks import cluster as shared_target
+from python_hooks.commands.add_source import run_add_source
+from python_hooks.commands.docs import build_docs
+from python_hooks.commands.environment import env_lines
+from python_hooks.commands.maintain import run_maintenance
+from python_hooks.commands.personal_data import run_personal_data
+from python_hooks.commands.run import run_hooks, run_pipeline
+from python_hooks.commands.status import run_status
+from python_hooks.project import env
+from python_hooks.project.dbt_args import target_args
+from python_hooks.project.session import dbt_runner
+
+
+class _Plain(logging.Formatter):
+    """What a command says, as plain lines like the rest of its output; a warning or an error
+    starts with its level."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        return text if record.levelno <= logging.INFO else f"{record.levelname}: {text}"
+
+
+def _logging() -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(_Plain("%(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+class _Commands(click.Group):
+    """Keeps the chosen command's arguments for the group callback (the banner looks at them)."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        name, command, rest = super().resolve_command(ctx, args)
+        ctx.meta["python_hooks.args"] = [name or "", *rest]
+        return name, command, rest
+
+
+# No banner: output read by scripts (`env --shell`), and the venv's set-up (`write-pth`).
+_QUIET = {("env", "--shell"), ("write-pth", None)}
+
+# The options several commands share, declared once.
+target_option = click.option(
+    "--target", "-t", default=None, help="dbt target: local or cluster (default: $CDC_TARGET, else local)."
+)
+reason_option = click.option("--reason", required=True, help="Why (e.g. the request's reference): kept in erasure_log.")
+subject_option = click.option(
+    "--subject", required=True, help="The subject, as declared in meta.cdc_subjects (e.g. customer)."
+)
+
+
+@click.group(cls=_Commands, help="Python run around dbt: the pipeline, its state and its operations.")
+@click.pass_context
+def main(ctx: click.Context) -> None:
+    env.apply_defaults()
+    _logging()
+    command, *args = ctx.meta.get("python_hooks.args") or [""]
+    quiet = (command, None) in _QUIET or any((command, a) in _QUIET for a in args)
+    if not quiet and not {"--help", "-h"} & set(args):
+        env.announce(env.environ_for(args))  # on stderr, once per process
+
+
+@main.command("env")
+@click.option("--shell", is_flag=True, help="NAME=value lines only, as older versions printed (for scripts).")
+def env_command(shell: bool) -> None:
+    """Print the environment dbt runs with: each variable, its value, and where the value comes from
+    (environment = you set it, default = python_hooks/project/env.py or the profile, unset = neither)."""
+    for line in env_lines(shell):
+        click.echo(line)
+
+
+@main.command("write-pth", help="Install the venv start-up hook that applies the environment defaults.")
+def write_pth() -> None:
+    click.echo(f"wrote {env.write_pth()}")
+
+
+@main.command(help="Evolve the current-state Iceberg tables' schemas from their raw files.")
+def evolve() -> None:
+    found = run_hooks(dbt_runner())
+    for problem in found.problems:
+        logging.getLogger("python_hooks").error("refused: %s", problem)
+    sys.exit(0 if found.ok else 1)
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.pass_context
+def run(ctx: click.Context) -> None:
+    """The pipeline once: the hooks, then `dbt build` (extra arguments go to dbt build)."""
+    sys.exit(0 if run_pipeline(ctx.args) else 1)
+
+
+@main.command(
+    help="Erase data subjects everywhere: tables, raw landing files, older snapshots (README: Personal data)."
+)
+@subject_option
+@click.option("--key", "keys", multiple=True, required=True, help="A key of the subject to erase; repeat for more.")
+@reason_option
+@target_option
+def erase(subject: str, keys: tuple[str, ...], reason: str, target: str | None) -> None:
+    _echo_or_exit(run_personal_data("erase", subject, keys, (), reason, target_args(target)))
+
+
+@main.command(
+    help="Rectify data subjects' personal columns everywhere: tables, history versions, raw landing files, older "
+    "snapshots (README: Personal data)."
+)
+@subject_option
+@click.option("--key", "keys", multiple=True, required=True, help="A key of the subject; repeat for more.")
+@click.option(
+    "--set",
+    "assignments",
+    multiple=True,
+    required=True,
+    help="column=value: a personal column (meta.cdc_personal_data, as the source names it) and its correct value.",
+)
+@reason_option
+@target_option
+def rectify(subject: str, keys: tuple[str, ...], assignments: tuple[str, ...], reason: str, target: str | None) -> None:
+    _echo_or_exit(run_personal_data("rectify", subject, keys, assignments, reason, target_args(target)))
+
+
+def _echo_or_exit(lines: list[str] | None) -> None:
+    """A command's summary lines, or exit status 1 when it was refused (the refusal is logged)."""
+    if lines is None:
+        sys.exit(1)
+    for line in lines:
+        click.echo(line)
+
+
+@main.command("maintain")
+@target_option
+@click.option(
+    "--orphan-interval-hours",
+    type=click.FloatRange(min=24),
+    default=72.0,
+    show_default=True,
+    help="Remove only orphan files older than this: longer than any run writing beside maintenance.",
+)
+def maintain_command(target: str | None, orphan_interval_hours: float) -> None:
+    """Maintain every Iceberg table of the project: compaction of the current-state tables, manifest
+    rewrite, snapshot expiry by each model's `cdc_retention`, orphan-file removal
+    (python_hooks/commands/maintain.py). One line per table, a summary, details in logs/maintain.log."""
+    sys.exit(0 if run_maintenance(target_args(target), dt.timedelta(hours=orphan_interval_hours)) else 1)
+
+
+@main.group(help="The shared target on this machine (python_hooks/cluster/).")
+def cluster() -> None:
+    pass
+
+
+@cluster.command("up", help="Start PostgreSQL, a Spark master and worker, and the Thrift Server.")
+def cluster_up() -> None:
+    shared_target.up(shared_target.config_from_env())
+
+
+@cluster.command("down", help="Stop what `cluster up` started, by PID.")
+def cluster_down() -> None:
+    shared_target.down(shared_target.config_from_env())
+
+
+@cluster.command("status", help="What runs; exits 1 unless every part does.")
+def cluster_status() -> None:
+    sys.exit(0 if shared_target.status(shared_target.config_from_env()) else 1)
+
+
+@main.command("docs")
+@target_option
+def docs_command(target: str | None) -> None:
+    """The dbt docs site with live row counts, then the docs coverage check (`make docs`,
+    python_hooks/commands/docs.py): dbt parse, dbt docs generate --static, select count(*) of every table into
+    catalog.json, the columns schema evolution added as warnings. Exit 1 on a documentation gap."""
+    sys.exit(build_docs(target_args(target), echo=click.echo))
+
+
+@main.command("add-source")
+@click.argument("producer", type=click.Choice(["dms", "debezium"]))
+@click.argument("names", nargs=-1, required=True, metavar="<schema> <table> | <topic>")
+@click.option("--key", "keys", multiple=True, required=True, help="The key column(s): col[,col] (or repeat --key).")
+@click.option("--source-name", default=None, help="The dbt source (default: the DMS schema, the topic's database).")
+@click.option("--table-name", default=None, help="The dbt table name (default: the DMS table, the topic's table).")
+@click.option(
+    "--timestamp-column",
+    default=None,
+    help="DMS only: the endpoint's TimestampColumnName (default: the existing source's, else last_update_time).",
+)
+@click.option(
+    "--project-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=env.PROJECT_ROOT,
+    show_default=True,
+    help="The dbt project to write into.",
+)
+def add_source_command(
+    producer: str,
+    names: tuple[str, ...],
+    keys: tuple[str, ...],
+    source_name: str | None,
+    table_name: str | None,
+    timestamp_column: str | None,
+    project_dir: Path,
+) -> None:
+    """Add a source table from the Parquet footers of its landing folder (python_hooks/sources/):
+
+    \b
+      add-source dms <schema> <table> --key col[,col]
+      add-source debezium <server.database.table> --key col[,col]
+
+    Writes the source entry (appended to the source's yml when the source exists), the staging and
+    current-state one-line models and a models yml for each; refuses, writing nothing, if a file or
+    model exists or a key column is missing from a raw file."""
+    landing_root = os.environ["CDC_LANDING_ROOT"]
+    target = os.environ.get("CDC_TARGET") or "local"
+    _echo_or_exit(
+        run_add_source(
+            project_dir, producer, names, keys, source_name, table_name, timestamp_column, landing_root, target
+        )
+    )
+
+
+@main.command("status")
+@target_option
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also draw, per table, the lag and the rows changed per run over time, as a PNG at this path.",
+)
+def status_command(target: str | None, plot_path: Path | None) -> None:
+    """Where each current-state table stands (python_hooks/commands/status.py): rows, the last run and its
+    counts, lag, files waiting and refused, the last schema change. Exits 1 when a table's newest
+    batch was refused or its lag passes its source's freshness error_after."""
+    sys.exit(run_status(target_args(target), plot_path, echo=click.echo))

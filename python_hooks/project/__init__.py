@@ -1,0 +1,3 @@
+"""The seam between the Python side and everything else: the environment, dbt's arguments, one
+session per command, the warehouse (SQL through the dbt adapter), the manifest's tables and their
+producers, the pipeline's own tables, SQL quoting, Iceberg's procedures, kill points."""

@@ -1,0 +1,198 @@
+"""Iceberg's table procedures and metadata tables, one table at a time, through the warehouse seam:
+snapshots, snapshot expiry, orphan-file removal, manifest rewrite, bounded metadata files, data-file
+rewrite. `make maintain` (python_hooks/commands/maintain.py) and erasure
+(python_hooks/personal_data/) both call these; neither calls the other."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass
+
+from python_hooks.project.sql import quote_ident, quoted_relation, split_relation, sql_string
+from python_hooks.project.warehouse import Warehouse
+
+log = logging.getLogger(__name__)
+
+# Iceberg's own default for remove_orphan_files (DeleteOrphanFiles' olderThan); its SQL procedure
+# refuses anything under MIN_ORPHAN_INTERVAL.
+ORPHAN_INTERVAL = dt.timedelta(days=3)
+MIN_ORPHAN_INTERVAL = dt.timedelta(hours=24)
+
+
+@dataclass
+class Expiry:
+    """What `expire_snapshots` did to one table: snapshots dropped, and the files Iceberg deleted
+    because no retained snapshot needed them (the procedure's counts)."""
+
+    snapshots_expired: int = 0
+    snapshots_kept: int = 0
+    data_files: int = 0
+    delete_files: int = 0
+    manifests: int = 0
+    manifest_lists: int = 0
+    statistics_files: int = 0
+
+    @property
+    def files_deleted(self) -> int:
+        return self.data_files + self.delete_files + self.manifests + self.manifest_lists + self.statistics_files
+
+
+def utc(moment: dt.datetime) -> dt.datetime:
+    """Aware UTC; a naive datetime is taken as UTC."""
+    return moment.replace(tzinfo=dt.timezone.utc) if moment.tzinfo is None else moment.astimezone(dt.timezone.utc)
+
+
+def _timestamp(moment: dt.datetime) -> str:
+    """A Spark timestamp literal for an instant, with its offset (independent of the session's zone)."""
+    return "timestamp " + sql_string(utc(moment).strftime("%Y-%m-%d %H:%M:%S.%f") + "+00:00")
+
+
+def _names(relation: str) -> tuple[str, str]:
+    """(quoted relation for SQL, the procedures' `table` argument as a string literal)."""
+    schema, identifier = split_relation(relation)
+    quoted = f"{quote_ident(schema)}.{quote_ident(identifier)}"
+    return quoted, sql_string(quoted)
+
+
+def snapshot_ids(warehouse: Warehouse, relation: str) -> list[int]:
+    """The table's snapshots, oldest first."""
+    quoted, _ = _names(relation)
+    return [row[0] for row in warehouse.query(f"select snapshot_id from {quoted}.snapshots order by committed_at")]
+
+
+def expire_snapshots(warehouse: Warehouse, relation: str, older_than: dt.datetime, retain_last: int) -> Expiry:
+    """Expires the snapshots of `relation` ("schema.table") committed before `older_than`, keeping at
+    least the last `retain_last` (>= 1) whatever their age (Iceberg's `expire_snapshots`), and with
+    them the data, delete and manifest files no retained snapshot needs. Snapshots a branch or tag
+    refers to stay. Returns the counts (`Expiry`; `snapshots_expired` is the snapshots listed before
+    and gone after)."""
+    if retain_last < 1:
+        raise ValueError(f"{relation}: retain_last must be at least 1, got {retain_last}")
+    quoted, table = _names(relation)
+    before = set(snapshot_ids(warehouse, relation))
+    sql = (
+        f"call spark_catalog.system.expire_snapshots(table => {table}, older_than => {_timestamp(older_than)},"
+        f" retain_last => {int(retain_last)})"
+    )
+    log.debug("%s: %s", relation, sql)
+    rows = warehouse.query(sql)
+    after = set(snapshot_ids(warehouse, relation))
+    # (data, position delete, equality delete, manifest, manifest list, statistics) files deleted
+    counts = [int(value or 0) for value in rows[0]] if rows else [0] * 6
+    counts += [0] * (6 - len(counts))
+    expiry = Expiry(
+        snapshots_expired=len(before - after),
+        snapshots_kept=len(after),
+        data_files=counts[0],
+        delete_files=counts[1] + counts[2],
+        manifests=counts[3],
+        manifest_lists=counts[4],
+        statistics_files=counts[5],
+    )
+    log.debug("%s: expire_snapshots %s", relation, expiry)
+    return expiry
+
+
+def remove_orphan_files(warehouse: Warehouse, relation: str, older_than: dt.datetime) -> int:
+    """Deletes the files under the table's location that no metadata of `relation` refers to and
+    that were last modified before `older_than` (Iceberg's `remove_orphan_files`); returns how
+    many. A writer's files are orphans until its commit: `older_than` must be further back than
+    the longest run that can write to the table at the same time (default interval: 3 days).
+    Iceberg's procedure refuses an `older_than` less than 24 hours ago; so does this function,
+    before calling it, in one line."""
+    interval = dt.datetime.now(dt.timezone.utc) - utc(older_than)
+    if interval < MIN_ORPHAN_INTERVAL:
+        raise ValueError(
+            f"{relation}: orphan files can only be removed when older than 24 hours (asked: "
+            f"{interval.total_seconds() / 3600:.1f} h): a run writing at the same time would lose its uncommitted "
+            "files (Iceberg's remove_orphan_files refuses it too)"
+        )
+    _, table = _names(relation)
+    sql = f"call spark_catalog.system.remove_orphan_files(table => {table}, older_than => {_timestamp(older_than)})"
+    log.debug("%s: %s", relation, sql)
+    rows = warehouse.query(sql)
+    for row in rows:
+        log.debug("%s: removed orphan file %s", relation, row[0])
+    return len(rows)
+
+
+def rewrite_manifests(warehouse: Warehouse, relation: str) -> int:
+    """Rewrites the table's manifests into as few as their size needs (Iceberg's
+    `rewrite_manifests`); returns how many were rewritten (0: nothing to do, no commit)."""
+    _, table = _names(relation)
+    rows = warehouse.query(f"call spark_catalog.system.rewrite_manifests(table => {table})")
+    log.debug("%s: rewrite_manifests (rewritten, added) %s", relation, rows[0] if rows else None)
+    return int(rows[0][0] or 0) if rows else 0
+
+
+def bound_metadata_files(warehouse: Warehouse, relation: str, versions: int) -> bool:
+    """Makes Iceberg delete a table's metadata files beyond the last `versions` at each commit
+    (`write.metadata.delete-after-commit.enabled`, `write.metadata.previous-versions-max`); they are
+    never deleted otherwise. True when the properties had to be set (one commit)."""
+    quoted, _ = _names(relation)
+    wanted = {
+        "write.metadata.delete-after-commit.enabled": "true",
+        "write.metadata.previous-versions-max": str(versions),
+    }
+    current = {row[0]: row[1] for row in warehouse.query(f"show tblproperties {quoted}")}
+    if all(current.get(key) == value for key, value in wanted.items()):
+        return False
+    pairs = ", ".join(f"{sql_string(key)} = {sql_string(value)}" for key, value in wanted.items())
+    warehouse.execute(f"alter table {quoted} set tblproperties ({pairs})")
+    return True
+
+
+def is_iceberg_table(warehouse: Warehouse, schema: str, identifier: str) -> bool:
+    """Whether an existing relation is an Iceberg table (not a view, not a plain Spark table such as
+    the binaryFile listings of the landing folders)."""
+    rows = warehouse.query(f"describe table extended {quoted_relation(schema, identifier)}")
+    details = {str(row[0]).strip().lower(): str(row[1] or "").strip().lower() for row in rows if row[0]}
+    return details.get("provider") == "iceberg" and details.get("type", "").lower() != "view"
+
+
+def warehouse_location(warehouse: Warehouse) -> str:
+    rows = warehouse.query("set spark.sql.warehouse.dir")
+    return str(rows[0][1]) if rows else "?"
+
+
+def remove_orphans_since(warehouse: Warehouse, relation: str, since: dt.datetime) -> int:
+    """Files under the table's location that no snapshot refers to, older than `since` (which may be
+    now): the leftovers of writes that never committed, or of a table dropped without purge.
+    On the embedded target this process is the warehouse's only writer
+    (python_hooks/project/embedded_lock.py), so every orphan goes, through Iceberg's action on the
+    process's own Spark session (its SQL procedure refuses an interval under 24 h). On a shared target
+    a run writing now would lose its files: only orphans past the safety interval go, and
+    `make maintain` removes the rest once they pass it. Returns how many files went."""
+    if warehouse.target != "local":
+        return remove_orphan_files(warehouse, relation, since - ORPHAN_INTERVAL)
+    from pyspark.sql import SparkSession  # the embedded target only: this process's own session
+
+    session = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()  # dbt's session
+    spark = session._jvm.org.apache.iceberg.spark
+    table = spark.Spark3Util.loadIcebergTable(session._jsparkSession, relation)
+    action = spark.actions.SparkActions.get(session._jsparkSession).deleteOrphanFiles(table)
+    removed = action.olderThan(int(since.timestamp() * 1000)).execute().orphanFileLocations().iterator()
+    count = 0
+    while removed.hasNext():
+        log.debug("%s: removed orphan file %s", relation, removed.next())
+        count += 1
+    return count
+
+
+def rewrite_data_files(warehouse: Warehouse, relation: str) -> None:
+    """Rewrites the data files behind merge-on-read position deletes, and the delete files, so that
+    deleted or updated rows are gone from every file the current snapshot reads."""
+    _, table = _names(relation)
+    warehouse.query(
+        f"call spark_catalog.system.rewrite_data_files(table => {table}, options => map('delete-file-threshold', '1'))"
+    )
+    warehouse.query(f"call spark_catalog.system.rewrite_position_delete_files(table => {table})")
+
+
+def refs_besides_main(warehouse: Warehouse, relation: str) -> list[tuple[str, str]]:
+    """(name, type) of the table's branches and tags other than main."""
+    quoted, _ = _names(relation)
+    return [
+        (name, kind) for name, kind in warehouse.query(f"select name, type from {quoted}.refs where name <> 'main'")
+    ]

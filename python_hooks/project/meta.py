@@ -1,0 +1,25 @@
+"""The pipeline's own tables, in the `<target schema>_cdc_meta` schema (created by
+macros/cdc/meta.sql: cdc_create_meta_tables, which owns their columns; docs:
+models/pipeline/_cdc_meta__sources.yml). Python names them from here; the meta schema's suffix is
+pinned to the macro's by tests/pytest/unit/test_rules_pinned.py."""
+
+from __future__ import annotations
+
+META_SCHEMA_SUFFIX = "_cdc_meta"
+
+FILE_LEDGER = "cdc_file_ledger"
+TOMBSTONES = "cdc_tombstones"
+BATCH_LOG = "cdc_batch_log"
+SCHEMA_EVOLUTION_LOG = "schema_evolution_log"
+RAW_FILE_GROUPS = "cdc_raw_file_groups"
+ERASURE_REGISTER = "erasure_register"
+RECTIFICATION_REGISTER = "rectification_register"
+ERASURE_LOG = "erasure_log"
+
+# cdc_batch_log's counters of ignored changes, by reason.
+IGNORED_COUNTERS = ("ignored_older", "ignored_redelivered", "ignored_tombstoned", "ignored_truncated")
+
+
+def meta_schema(schema: str) -> str:
+    """The schema of the pipeline's own tables for a target schema (macros/cdc/meta.sql: cdc_meta_schema)."""
+    return f"{schema}{META_SCHEMA_SUFFIX}"

@@ -1,0 +1,65 @@
+"""The producers of raw change files and the settings that tell them apart: the only reader of a
+source's `meta.cdc_producer`, `meta.debezium_shape` and `meta.dms_timestamp_column`
+(docs: models/docs/cdc_contract.md; the formats: README "Raw zone").
+
+A producer kind is one of:
+    dms                  AWS DMS full-load and CDC files (`Op`, `AR_H_CHANGE_SEQ`, a timestamp column)
+    debezium_flattened   Debezium after ExtractNewRecordState (`__op`, `__source_ts_ms`, `__deleted`)
+    debezium_envelope    Debezium's full envelope (`before`, `after`, `op`, `source`, `ts_ms`)
+
+The staging macros (macros/cdc/staging_dms.sql, staging_debezium.sql) read the same settings in SQL;
+tests/pytest/unit/test_rules_pinned.py holds the two sides together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+ProducerKind = Literal["dms", "debezium_flattened", "debezium_envelope"]
+PRODUCER_KINDS: tuple[str, ...] = ("dms", "debezium_flattened", "debezium_envelope")
+
+# DMS's TimestampColumnName when a source does not name one (meta.dms_timestamp_column).
+DEFAULT_TIMESTAMP_COLUMN = "last_update_time"
+# DMS's own columns (lower case; the timestamp column is the source's setting).
+DMS_METADATA_COLUMNS: tuple[str, ...] = ("op", "ar_h_change_seq")
+# Producer metadata and the pipeline's own columns: never business data (compared in lower case).
+METADATA_COLUMNS: frozenset[str] = frozenset({*DMS_METADATA_COLUMNS, "__op", "__source_ts_ms", "__deleted"})
+METADATA_PREFIXES: tuple[str, ...] = ("__", "_cdc_")
+
+
+@dataclass(frozen=True)
+class Producer:
+    """A source's producer: its kind and, for DMS, the timestamp column (None for Debezium)."""
+
+    kind: ProducerKind
+    timestamp_column: str | None
+
+    @property
+    def is_debezium(self) -> bool:
+        return self.kind != "dms"
+
+
+def producer_of(meta: Mapping[str, object]) -> Producer:
+    """The producer a source's meta (source-level meta merged with the table's) declares."""
+    if meta.get("cdc_producer") == "debezium":
+        shape = meta.get("debezium_shape") or "flattened"
+        return Producer("debezium_envelope" if shape == "envelope" else "debezium_flattened", None)
+    return Producer("dms", str(meta.get("dms_timestamp_column") or DEFAULT_TIMESTAMP_COLUMN))
+
+
+def source_meta(source) -> dict:
+    """A manifest source's settings: its source's `meta` overridden by the table's own."""
+    return {**(source.source_meta or {}), **(source.meta or {})}
+
+
+def is_metadata_column(name: str, timestamp_column: str | None = DEFAULT_TIMESTAMP_COLUMN) -> bool:
+    """True for producer metadata (DMS, Debezium) and the pipeline's `_cdc_` columns; case-insensitive.
+
+    `timestamp_column` is the DMS `TimestampColumnName`; None when the producer writes none.
+    """
+    lower = name.lower()
+    if lower in METADATA_COLUMNS or lower.startswith(METADATA_PREFIXES):
+        return True
+    return timestamp_column is not None and lower == timestamp_column.lower()

@@ -1,0 +1,75 @@
+"""One session per command: one dbtRunner (one Spark session on the embedded target), one parse,
+the pipeline's own tables, one warehouse. Every command that reads the project or the warehouse
+starts here, so "parse, create the meta tables, open the warehouse" is written once.
+
+    with Session.start(["--target", "cluster"]) as session:
+        tables = cdc_tables(session.manifest)
+        session.warehouse.query("select ...")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+
+from python_hooks.project.warehouse import Warehouse
+
+PARSE_FAILED = "dbt parse failed: see the errors above"
+META_FAILED = "could not connect to the warehouse / create the pipeline state tables"
+
+
+class SessionError(RuntimeError):
+    """The project could not be parsed, or the warehouse not reached: dbt printed why."""
+
+
+def dbt_runner(callbacks: Sequence[Callable] = ()):
+    """A dbtRunner; one per process, so that every dbt command of a command shares its Spark session."""
+    from dbt.cli.main import dbtRunner  # dbt loads in a second or two: only for commands that use it
+
+    return dbtRunner(callbacks=list(callbacks))
+
+
+def parse(runner, dbt_args: Sequence[str], quiet: bool = True):
+    """The project's manifest (`dbt parse`); SessionError when dbt cannot parse it."""
+    parsed = runner.invoke(["parse", *(["--quiet"] if quiet else []), *dbt_args])
+    if not parsed.success:
+        raise SessionError(PARSE_FAILED)
+    return parsed.result
+
+
+def create_meta_tables(runner, dbt_args: Sequence[str], quiet: bool = True) -> None:
+    """The pipeline's own tables (macros/cdc/meta.sql: cdc_create_meta_tables), created if missing;
+    on the embedded target this opens the process's Spark session."""
+    flags = ["--quiet"] if quiet else []
+    if not runner.invoke(["run-operation", "cdc_create_meta_tables", *flags, *dbt_args]).success:
+        raise SessionError(META_FAILED)
+
+
+@dataclass
+class Session:
+    runner: object
+    dbt_args: list[str]  # the options every dbt command of this command takes (--target, --project-dir, ...)
+    manifest: object
+    warehouse: Warehouse
+
+    @classmethod
+    def start(
+        cls, dbt_args: Sequence[str] = (), *, runner=None, quiet: bool = True, meta_tables: bool = False
+    ) -> Session:
+        """Parse, create the meta tables (`meta_tables`), open the warehouse of the target in
+        `dbt_args`. SessionError (dbt has printed why) when a step fails."""
+        runner = runner if runner is not None else dbt_runner()
+        manifest = parse(runner, dbt_args, quiet)
+        if meta_tables:
+            create_meta_tables(runner, dbt_args, quiet)
+        return cls(runner, list(dbt_args), manifest, Warehouse.open(dbt_args))
+
+    def close(self) -> None:
+        self.warehouse.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, kind: type | None, error: BaseException | None, trace: TracebackType | None) -> None:
+        self.close()

@@ -1,0 +1,93 @@
+"""The project's tables as the Python side sees them, read from the dbt manifest (one list, the
+project's own: no second list to keep in sync).
+
+`cdc_tables(manifest)`: the current-state models (incremental_strategy `cdc_merge`), each with its
+staging model, its source, the source's landing folder and its producer (python_hooks/project/producers.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from python_hooks.project.producers import Producer, ProducerKind, producer_of, source_meta
+
+log = logging.getLogger(__name__)
+
+CURRENT_STATE_STRATEGY = "cdc_merge"
+# Materializations that make an Iceberg table (views and ephemeral models hold no data).
+TABLE_MATERIALIZATIONS = frozenset({"table", "incremental", "snapshot"})
+
+
+@dataclass(frozen=True)
+class CdcTable:
+    """A current-state model and where its raw files are."""
+
+    model: str
+    schema: str
+    identifier: str
+    staging_model: str
+    source: str
+    folder: Path
+    producer: ProducerKind
+    timestamp_column: str | None
+    source_name: str = ""
+    table_name: str = ""
+    landing: str = ""  # the source identifier as written (a path or a URI)
+    keys: tuple[str, ...] = ()  # the model's unique_key columns
+
+
+def key_columns(unique_key) -> tuple[str, ...]:
+    """A model's `unique_key` config (a string, comma-separated or not, or a list) as columns."""
+    if not unique_key:
+        return ()
+    if isinstance(unique_key, str):
+        return tuple(k.strip() for k in unique_key.split(","))
+    return tuple(unique_key)
+
+
+def is_current_state(node) -> bool:
+    return node.resource_type == "model" and node.config.get("incremental_strategy") == CURRENT_STATE_STRATEGY
+
+
+def source_of(manifest, source_name: str, table_name: str):
+    """The manifest's source `source_name.table_name`."""
+    return next(s for s in manifest.sources.values() if s.source_name == source_name and s.name == table_name)
+
+
+def source_producer(source) -> Producer:
+    """The producer of a manifest source."""
+    return producer_of(source_meta(source))
+
+
+def cdc_tables(manifest) -> list[CdcTable]:
+    """The project's current-state models, from the dbt manifest, sorted by model name."""
+    tables = []
+    for node in manifest.nodes.values():
+        if not is_current_state(node):
+            continue
+        parents = [manifest.nodes[n] for n in node.depends_on.nodes if n in manifest.nodes]
+        staging = next((p for p in parents if any(s in manifest.sources for s in p.depends_on.nodes)), None)
+        if staging is None:
+            log.warning("%s: no staging model reading a source: skipped", node.name)
+            continue
+        source = manifest.sources[next(s for s in staging.depends_on.nodes if s in manifest.sources)]
+        producer = source_producer(source)
+        tables.append(
+            CdcTable(
+                model=node.name,
+                schema=node.schema,
+                identifier=node.alias or node.name,
+                staging_model=staging.name,
+                source=f"{source.source_name}.{source.name}",
+                folder=Path(source.identifier),
+                producer=producer.kind,
+                timestamp_column=producer.timestamp_column,
+                source_name=source.source_name,
+                table_name=source.name,
+                landing=source.identifier,
+                keys=key_columns(node.config.get("unique_key")),
+            )
+        )
+    return sorted(tables, key=lambda t: t.model)

@@ -1,0 +1,99 @@
+"""Rules that both the SQL side (macros) and the Python side need, held together: each Python
+constant or function against the macro that says the same in SQL, rendered with Jinja as dbt
+renders it (only the macro's own helpers stubbed). docs/ARCHITECTURE.md names each rule's home."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+import jinja2
+import pytest
+
+from python_hooks.landing.files import HIDDEN_PREFIXES, probe_name
+from python_hooks.landing.pending import RAW_PATH_FILTER_SQL
+from python_hooks.personal_data.subjects import SECRET_ENV, hash_sql
+from python_hooks.project.meta import meta_schema
+from python_hooks.project.producers import DEFAULT_TIMESTAMP_COLUMN, DMS_METADATA_COLUMNS, METADATA_COLUMNS
+from python_hooks.project.sql import sql_string
+
+MACROS = Path(__file__).resolve().parents[3] / "macros" / "cdc"
+
+
+def _macros(name: str, **context):
+    """The macros of macros/cdc/<name>, callable from Python, with `context` for what they call of
+    dbt's and other files'. The macros here return strings: `{{ return(x) }}` then renders as x."""
+    environment = jinja2.Environment(extensions=["jinja2.ext.do"])
+    template = environment.from_string((MACROS / name).read_text(encoding="utf-8"))
+    return template.make_module({"return": lambda value: value, **context})
+
+
+def _call(macro, *args) -> str:
+    return str(macro(*args)).strip()
+
+
+def test_the_meta_schema_is_named_alike():
+    macros = _macros("meta.sql", target={"schema": "lake"})
+    assert _call(macros.cdc_meta_schema) == meta_schema("lake") == "lake_cdc_meta"
+
+
+def test_the_subject_hash_is_computed_alike():
+    macros = _macros("erasure.sql", cdc_sql_string=_macros("landing.sql").cdc_sql_string)
+    for subject, value_sql in [("customer", "`id`"), ("it's", "cast(x as string)")]:
+        assert _call(macros.cdc_subject_hash_sql, subject, value_sql) == hash_sql(subject, value_sql)
+    assert f"${{env:{SECRET_ENV}}}" in hash_sql("customer", "`id`")
+
+
+def test_the_listing_probe_is_named_alike():
+    executed: list[str] = []
+
+    class Adapter:  # what cdc_execute calls: the probe's DDL is recorded, not run
+        def execute(self, sql, **_):
+            executed.append(sql)
+
+    macros = _macros(
+        "landing.sql",
+        adapter=Adapter(),
+        cdc_meta_relation=lambda identifier: identifier,
+        local_md5=lambda text: hashlib.md5(text.encode()).hexdigest(),
+    )
+    for folder in ["/data/landing/dms/crm/customer", "s3a://bucket/landing/debezium/topics/x.y.z"]:
+        assert _call(macros.cdc_landing_probe, "crm", "customer", folder) == probe_name("crm", "customer", folder + "/")
+    assert any("binaryFile" in sql for sql in executed)
+
+
+def test_sql_strings_are_quoted_alike():
+    macros = _macros("landing.sql")
+    for text in ["plain", "it's", "back\\slash", "both \\' quote"]:
+        assert _call(macros.cdc_sql_string, text) == sql_string(text)
+
+
+def test_the_listing_rule_is_written_alike():
+    macros = _macros("landing.sql")
+    listing = _call(macros.cdc_landing_listing_sql, "probe", "/data/landing/dms/crm/customer")
+    assert RAW_PATH_FILTER_SQL in " ".join(listing.split())
+    hidden = re.search(r"regexp\(path, '/\[([^\]]+)\]", RAW_PATH_FILTER_SQL).group(1)
+    assert set(hidden) == {prefix[0] for prefix in HIDDEN_PREFIXES}
+
+
+@pytest.mark.parametrize(
+    ("rule", "pattern"),
+    [
+        ("default timestamp column", r"or '(\w+)' -%\}"),
+        ("metadata columns", r"set metadata_names = \['(\w+)', '(\w+)'"),
+    ],
+)
+def test_dms_metadata_is_named_alike(rule, pattern):
+    text = (MACROS / "staging_dms.sql").read_text(encoding="utf-8")
+    found = re.search(pattern, text)
+    assert found, f"macros/cdc/staging_dms.sql no longer says its {rule} as expected: update this test"
+    expected = (DEFAULT_TIMESTAMP_COLUMN,) if rule == "default timestamp column" else DMS_METADATA_COLUMNS
+    assert found.groups() == expected
+
+
+def test_debezium_metadata_is_metadata_for_python_too():
+    text = (MACROS / "staging_debezium.sql").read_text(encoding="utf-8")
+    required = re.search(r"for required in \[('__[^\]]+)\]", text).group(1)
+    names = {name.strip(" '") for name in required.split(",")}
+    assert names and names <= METADATA_COLUMNS
