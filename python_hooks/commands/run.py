@@ -1,17 +1,17 @@
 """The pipeline once, as `make run` (and a scheduler) calls it:
 
-1. `dbt parse`: the manifest tells which tables are CDC tables and where their raw files are;
-2. the pipeline state tables are created (on `local`, this opens the process's Spark session);
-3. the tables with nothing new are found (`idle_models`); the schema-evolution hook evolves every
-   other current-state Iceberg table it can, through the dbt
-   adapter of the same target (python_hooks/project/warehouse.py), so this works on every target;
-4. `dbt build` (models, snapshots, tests in DAG order), without the tables the hook refused and
+1. one session (python_hooks/project/session.py): `dbt parse` (the manifest tells which tables are
+   CDC tables and where their raw files are), the pipeline state tables created (on `local`, this
+   opens the process's Spark session), the warehouse through the dbt adapter of the target;
+2. the tables with nothing new are found (landing/pending.py: `idle_models`); the schema-evolution
+   hook (python_hooks/evolution/) evolves every other current-state Iceberg table it can;
+3. `dbt build` (models, snapshots, tests in DAG order), without the tables the hook refused and
    without the current-state models that have nothing to apply (`idle_models`: every raw file of
    their folder is in their ledger), so a run with nothing new reads no raw file and commits nothing;
-5. the batch log gets a row for each table the hooks refused (the merge writes the others'),
+4. the batch log gets a row for each table the hooks refused (the merge writes the others'),
    and the run ends with a short table, one line per current-state table: rows now, what this run
    inserted, updated, deleted, ignored and refused, and the lag (python_hooks/commands/status.py);
-6. exit status: non-zero if dbt failed or any change was refused; the last lines say what was
+5. exit status: non-zero if dbt failed or any change was refused; the last lines say what was
    refused or failed and what to do (`run_summary`).
 
 dbt's own lines (one per model, snapshot and test) go to logs/dbt.log; `CDC_VERBOSE=1` (or
@@ -250,17 +250,23 @@ def run_pipeline(
         )
     started = time.monotonic()
     # Unit tests check the SQL, not the data: they belong to CI (`make test`), not to every scheduled run.
-    result = runner.invoke(
-        [
-            "build",
-            *exclude,
-            "--exclude-resource-type",
-            "unit_test",
-            *(["--quiet"] if quiet else []),
-            *dbt_args,
-            *common_args,
-        ]
-    )
+    # The build takes the manifest the hooks parsed (the project is read once per run); the runner
+    # is given back as it was, since a caller may reuse it for another project.
+    runner.manifest, given = found.manifest or runner.manifest, runner.manifest
+    try:
+        result = runner.invoke(
+            [
+                "build",
+                *exclude,
+                "--exclude-resource-type",
+                "unit_test",
+                *(["--quiet"] if quiet else []),
+                *dbt_args,
+                *common_args,
+            ]
+        )
+    finally:
+        runner.manifest = given
     if progress is not None:
         print(f"{progress.closing()} ({time.monotonic() - started:.0f} s)", flush=True)
     if found.refusals:

@@ -100,6 +100,36 @@ def log_rows(warehouse: Warehouse, where: str = "true") -> list[dict]:
     return [dict(zip(columns, row, strict=True)) for row in rows]
 
 
+def newest_rows(warehouse: Warehouse) -> dict[str, dict]:
+    """Per model (lower case), from cdc_batch_log in one query whose result does not grow with the
+    log's history: `last` (its newest applied row), `newest` (its newest row, applied or refused)
+    and `newest_commit` (the newest source commit any applied batch held)."""
+    if not warehouse.table_exists(warehouse.meta_schema, LOG_TABLE):
+        return {}
+    relation = quoted_relation(warehouse.meta_schema, LOG_TABLE)
+    columns = [name for name, _ in warehouse.columns(warehouse.meta_schema, LOG_TABLE) or []]
+    listed = ", ".join(columns)
+    newest_first = "partition by lower(model_name) order by started_at desc"
+    rows = warehouse.query(
+        f"select {listed}, kind, newest_commit from ("
+        f" select {listed}, 'last' as kind, row_number() over ({newest_first}) as ranked,"
+        f" max(newest_commit_at) over (partition by lower(model_name)) as newest_commit"
+        f" from {relation} where status = 'applied'"
+        f" union all"
+        f" select {listed}, 'newest' as kind, row_number() over ({newest_first}) as ranked,"
+        f" cast(null as timestamp) as newest_commit from {relation}"
+        f") as ranked_rows where ranked = 1"
+    )
+    found: dict[str, dict] = {}
+    for row in rows:
+        record = dict(zip(columns, row[: len(columns)], strict=True))
+        entry = found.setdefault(record["model_name"].lower(), {"last": None, "newest": None, "newest_commit": None})
+        entry[row[len(columns)]] = record
+        if row[len(columns)] == "last":
+            entry["newest_commit"] = row[len(columns) + 1]
+    return found
+
+
 def _live_rows(warehouse: Warehouse, tables) -> dict[str, int]:
     existing = [t for t in tables if warehouse.table_exists(t.schema, t.identifier)]
     if not existing:
@@ -135,15 +165,11 @@ def collect(warehouse: Warehouse, manifest, now: dt.datetime | None = None) -> l
     rows = _live_rows(warehouse, tables)
     waiting = pending_files(warehouse, tables)
     changes = _schema_changes(warehouse)
-    by_model: dict[str, list[dict]] = {}
-    for row in log_rows(warehouse):
-        by_model.setdefault(row["model_name"].lower(), []).append(row)
+    logged = newest_rows(warehouse)
     statuses = []
     for table in tables:
-        logged = by_model.get(table.identifier.lower(), [])
-        applied = [row for row in logged if row["status"] == "applied"]
-        last = applied[-1] if applied else None
-        newest_commit = max((row["newest_commit_at"] for row in applied if row["newest_commit_at"]), default=None)
+        entry = logged.get(table.identifier.lower(), {})
+        last, newest, newest_commit = entry.get("last"), entry.get("newest"), entry.get("newest_commit")
         warn_after, error_after = _freshness(manifest, table)
         statuses.append(
             TableStatus(
@@ -151,7 +177,7 @@ def collect(warehouse: Warehouse, manifest, now: dt.datetime | None = None) -> l
                 source=table.source,
                 rows=rows.get(table.model),
                 last=last,
-                refused=logged[-1] if logged and logged[-1]["status"] == "refused" else None,
+                refused=newest if newest is not None and newest["status"] == "refused" else None,
                 lag_seconds=(now - newest_commit).total_seconds() if newest_commit else None,
                 files_waiting=waiting.get(table.model),
                 schema_change=changes.get(table.identifier.lower()),

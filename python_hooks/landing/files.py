@@ -22,6 +22,12 @@ def is_raw_file(relative: Path) -> bool:
     return relative.name.endswith(RAW_SUFFIX) and not any(part.startswith(HIDDEN_PREFIXES) for part in relative.parts)
 
 
+def is_local(landing: str) -> bool:
+    """A landing folder given as a path on this machine, which Python lists; a URI (s3a://...,
+    file:...) is listed by Spark instead."""
+    return ":" not in landing.split("/", 1)[0]
+
+
 def landing_files(folder: Path) -> list[Path]:
     """The raw Parquet files of a landing folder (unordered; [] when the folder does not exist)."""
     if not folder.is_dir():

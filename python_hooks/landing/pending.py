@@ -1,12 +1,15 @@
 """The raw files waiting per current-state table: listed in its landing folder, not in its ledger.
-Read from the warehouse (the folder's binaryFile listing table, which staging keeps, and the
-ledger), so that no raw file is opened."""
+
+A local landing folder is listed here, in Python (landing/files.py), and every table's ledger is
+read in one query: a run with nothing new costs one small query, not a Spark listing per table. A
+folder Python cannot list (an object store URI) is read from the binaryFile listing table that
+staging keeps for it (macros/cdc/landing.sql). No raw file is opened either way."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from python_hooks.landing.files import probe_name
+from python_hooks.landing.files import is_local, landing_files, probe_name
 from python_hooks.project.meta import FILE_LEDGER
 from python_hooks.project.sql import quoted_relation, sql_string
 from python_hooks.project.tables import CdcTable
@@ -21,20 +24,42 @@ def table_probe(table: CdcTable) -> str:
     return probe_name(table.source_name, table.table_name, table.landing)
 
 
+def applied_files(warehouse: Warehouse, tables: Sequence[CdcTable]) -> dict[str, set[str]]:
+    """model identifier -> the raw file names its ledger lists, for every table in one query."""
+    if not tables:
+        return {}
+    names = ", ".join(sql_string(t.identifier) for t in tables)
+    rows = warehouse.query(
+        f"select model_name, file_name from {quoted_relation(warehouse.meta_schema, FILE_LEDGER)}"
+        f" where model_name in ({names})"
+    )
+    applied: dict[str, set[str]] = {t.identifier: set() for t in tables}
+    for model_name, file_name in rows:
+        applied.setdefault(model_name, set()).add(file_name)
+    return applied
+
+
 def pending_files(warehouse: Warehouse, tables: Sequence[CdcTable]) -> dict[str, int]:
     """model -> how many raw files its folder lists that its ledger does not: the files waiting.
-    One query over the folders' listings and the ledger; no raw file is read. Only models whose
-    table and listing table exist."""
+    Only models whose table exists (and, for a folder on an object store, whose listing table does)."""
     meta = warehouse.meta_schema
-    known = [
-        t
-        for t in tables
-        if warehouse.table_exists(t.schema, t.identifier) and warehouse.table_exists(meta, table_probe(t))
-    ]
-    if not known or not warehouse.table_exists(meta, FILE_LEDGER):
+    built = [t for t in tables if warehouse.table_exists(t.schema, t.identifier)]
+    if not built or not warehouse.table_exists(meta, FILE_LEDGER):
         return {}
+    local = [t for t in built if is_local(t.landing)]
+    applied = applied_files(warehouse, local)
+    pending = {t.model: sum(path.name not in applied[t.identifier] for path in landing_files(t.folder)) for t in local}
+    remote = [t for t in built if not is_local(t.landing) and warehouse.table_exists(meta, table_probe(t))]
+    return {**pending, **_pending_in_listing_tables(warehouse, remote)}
+
+
+def _pending_in_listing_tables(warehouse: Warehouse, tables: Sequence[CdcTable]) -> dict[str, int]:
+    """`pending_files` from the binaryFile listing tables of folders Python cannot list."""
+    if not tables:
+        return {}
+    meta = warehouse.meta_schema
     parts = []
-    for table in known:
+    for table in tables:
         probe = quoted_relation(meta, table_probe(table))
         warehouse.execute(f"refresh table {probe}")
         parts.append(
@@ -45,13 +70,12 @@ def pending_files(warehouse: Warehouse, tables: Sequence[CdcTable]) -> dict[str,
             f" where model_name = {sql_string(table.identifier)}) as ledger"
             f" on listing.file_name = ledger.file_name"
         )
-    return {model: int(pending) for model, pending in warehouse.query(" union all ".join(parts))}
+    return {model: int(n) for model, n in warehouse.query(" union all ".join(parts))}
 
 
 def idle_models(warehouse: Warehouse, tables: Sequence[CdcTable]) -> set[str]:
     """The current-state models (and their staging models) with nothing to apply: the table exists
-    and every raw file its folder lists is in its ledger (`pending_files`). A model whose listing
-    table does not exist yet is not idle."""
+    and every raw file its folder lists is in its ledger (`pending_files`)."""
     pending = pending_files(warehouse, tables)
     idle = set()
     for table in tables:

@@ -211,7 +211,7 @@ def test_idle_scheduled_run_builds_nothing_and_commits_nothing(dbt, spark, schem
     before = {t: snapshot_ids(spark, current(schema, t)) for t in dms.TABLES}
     meta = f"{schema}_cdc_meta"
     ledger_before = spark.table(f"{meta}.cdc_file_ledger").count()
-    caplog.set_level("INFO", logger="python_hooks.pipeline")
+    caplog.set_level("INFO", logger="python_hooks.commands.run")
     assert dbt.pipeline(*SELECT, landing=landing, schema=schema)
     assert "nothing new for crm__customer_address, crm__customer_master: not built this run" in caplog.text
     assert {t: snapshot_ids(spark, current(schema, t)) for t in dms.TABLES} == before

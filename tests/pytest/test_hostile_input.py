@@ -132,7 +132,9 @@ def test_bad_file_is_refused_then_applied_once_fixed(dbt, spark, schema, tmp_pat
     caplog.clear()
     assert not dbt.pipeline(*CRM, landing=landing, schema=schema), f"{kind}: the run must fail"
 
-    records = [r.getMessage() for r in caplog.records if r.name == "python_hooks.pipeline" and r.levelname == "ERROR"]
+    records = [
+        r.getMessage() for r in caplog.records if r.name == "python_hooks.commands.run" and r.levelname == "ERROR"
+    ]
     summary = records[records.index(next(r for r in records if r.startswith("this run refused or failed"))) :]
     text = "\n".join(summary)
     for part in (BAD_NAME, "crm__customer_address", *says):

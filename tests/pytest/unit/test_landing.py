@@ -1,0 +1,95 @@
+"""The landing zone's rules without Spark: which files are raw files, in which order producers wrote
+them, and how many wait per table (a folder listed in Python, every ledger in one query)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from python_hooks.landing.files import delivery_order, empty_files, is_local, landing_files, raw_files
+from python_hooks.landing.pending import idle_models, pending_files
+from python_hooks.project.tables import CdcTable
+
+
+def _touch(folder: Path, *names: str, size: int = 4) -> None:
+    for name in names:
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x" * size)
+
+
+def test_raw_files_are_parquet_files_nothing_hidden_on_the_way(tmp_path):
+    _touch(tmp_path, "LOAD00000001.parquet", "2026/11/25/20261125-1.parquet", "partition=0/t+0+5.snappy.parquet")
+    _touch(tmp_path, "_SUCCESS", ".part.parquet.crc", ".hidden.parquet", "_temporary/0/x.parquet", "notes.txt")
+    found = sorted(p.relative_to(tmp_path).as_posix() for p in landing_files(tmp_path))
+    assert found == ["2026/11/25/20261125-1.parquet", "LOAD00000001.parquet", "partition=0/t+0+5.snappy.parquet"]
+    assert landing_files(tmp_path / "missing") == []
+
+
+def test_delivery_order_per_producer(tmp_path):
+    _touch(tmp_path, "20261125-2.parquet", "a/LOAD00000002.parquet", "20261124-9.parquet", "LOAD00000001.parquet")
+    assert [p.name for p in raw_files(tmp_path, "dms")] == [
+        "LOAD00000001.parquet",
+        "LOAD00000002.parquet",
+        "20261124-9.parquet",
+        "20261125-2.parquet",
+    ]
+    names = ["t+0+10.snappy.parquet", "t+0+9.snappy.parquet", "odd.parquet"]
+    assert sorted(names, key=lambda n: delivery_order("debezium_flattened", Path(n))) == [
+        "odd.parquet",
+        "t+0+9.snappy.parquet",
+        "t+0+10.snappy.parquet",
+    ]
+
+
+def test_empty_files_and_local_folders(tmp_path):
+    _touch(tmp_path, "full.parquet")
+    _touch(tmp_path, "uploading.parquet", size=0)
+    assert [p.name for p in empty_files(tmp_path)] == ["uploading.parquet"]
+    assert is_local("/data/landing/dms/crm/customer")
+    assert not is_local("s3a://bucket/landing/dms/crm/customer")
+    assert not is_local("file:/data/landing")
+
+
+class _Warehouse:
+    """What pending_files asks of the warehouse: which tables exist, and the ledger's rows."""
+
+    meta_schema = "lake_cdc_meta"
+
+    def __init__(self, tables: set[tuple[str, str]], ledger: list[tuple[str, str]]) -> None:
+        self._tables, self._ledger, self.queries = tables, ledger, []
+
+    def table_exists(self, schema: str, identifier: str) -> bool:
+        return (schema, identifier) in self._tables
+
+    def query(self, sql: str) -> list[tuple]:
+        self.queries.append(sql)
+        return [row for row in self._ledger if f"'{row[0]}'" in sql.split(" in (", 1)[1]]
+
+
+def _table(folder: Path, name: str) -> CdcTable:
+    return CdcTable(
+        model=name,
+        schema="lake",
+        identifier=name,
+        staging_model=f"stg_{name}",
+        source=f"src.{name}",
+        folder=folder,
+        producer="dms",
+        timestamp_column="last_update_time",
+        source_name="src",
+        table_name=name,
+        landing=str(folder),
+    )
+
+
+def test_files_waiting_are_listed_files_the_ledger_lacks_in_one_query(tmp_path):
+    _touch(tmp_path / "a", "LOAD1.parquet", "2026/11/25/c1.parquet", "_SUCCESS")
+    _touch(tmp_path / "b", "LOAD1.parquet")
+    a, b, c = _table(tmp_path / "a", "a"), _table(tmp_path / "b", "b"), _table(tmp_path / "c", "c")
+    warehouse = _Warehouse(
+        {("lake", "a"), ("lake", "b"), ("lake_cdc_meta", "cdc_file_ledger")},
+        [("a", "LOAD1.parquet"), ("b", "LOAD1.parquet"), ("c", "c1.parquet")],
+    )
+    assert pending_files(warehouse, [a, b, c]) == {"a": 1, "b": 0}  # c is not built yet
+    assert len(warehouse.queries) == 1
+    assert idle_models(warehouse, [a, b, c]) == {"b", "stg_b"}
