@@ -39,11 +39,20 @@ def environment(**values: str):
 
 
 class _TimedRunner:
-    """A dbtRunner as python_hooks.pipeline.run_pipeline uses it (`invoke`), timing each command."""
+    """A dbtRunner as python_hooks.commands.run.run_pipeline uses it (`invoke`, `manifest`), timing each command."""
 
     def __init__(self, runner) -> None:
         self._runner = runner
         self.commands: list[tuple[str, float]] = []
+
+    @property
+    def manifest(self):
+        """The dbtRunner's preloaded manifest (run_pipeline hands the hooks' parse to dbt build)."""
+        return self._runner.manifest
+
+    @manifest.setter
+    def manifest(self, value) -> None:
+        self._runner.manifest = value
 
     def invoke(self, args: list[str]):
         start = time.perf_counter()

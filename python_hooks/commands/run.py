@@ -252,7 +252,10 @@ def run_pipeline(
     # Unit tests check the SQL, not the data: they belong to CI (`make test`), not to every scheduled run.
     # The build takes the manifest the hooks parsed (the project is read once per run); the runner
     # is given back as it was, since a caller may reuse it for another project.
-    runner.manifest, given = found.manifest or runner.manifest, runner.manifest
+    reuse = found.manifest is not None and hasattr(runner, "manifest")
+    given = runner.manifest if reuse else None
+    if reuse:
+        runner.manifest = found.manifest
     try:
         result = runner.invoke(
             [
@@ -266,7 +269,8 @@ def run_pipeline(
             ]
         )
     finally:
-        runner.manifest = given
+        if reuse:
+            runner.manifest = given
     if progress is not None:
         print(f"{progress.closing()} ({time.monotonic() - started:.0f} s)", flush=True)
     if found.refusals:
