@@ -294,7 +294,7 @@ def report(found: Hooks, common_args: Sequence[str], stream=None) -> list[str]:
     except Exception as error:  # the table is a report: a failure to read it must not hide the run's result
         log.warning("could not read the batch log for the run's summary: %s", str(error).splitlines()[0])
         return []
-    lines = [f"this run ({run_id[:8]}), per current-state table; {status.LOG_TABLE} has the details:"]
+    lines = [f"this run ({run_id[:8]}), per current-state table; {BATCH_LOG} has the details:"]
     lines += status.run_table(statuses, run_rows)
     for line in lines:
         print(line, file=stream or sys.stdout, flush=True)

@@ -28,8 +28,6 @@ from python_hooks.project.warehouse import Warehouse
 
 log = logging.getLogger("python_hooks.status")
 
-LOG_TABLE = BATCH_LOG
-IGNORED = IGNORED_COUNTERS
 PERIOD_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
 
 
@@ -58,7 +56,7 @@ class TableStatus:
 
 
 def ignored(row: dict) -> int:
-    return sum(int(row.get(name) or 0) for name in IGNORED)
+    return sum(int(row.get(name) or 0) for name in IGNORED_COUNTERS)
 
 
 def duration(seconds: float | None) -> str:
@@ -92,10 +90,10 @@ def _freshness(manifest, table) -> tuple[float | None, float | None]:
 
 def log_rows(warehouse: Warehouse, where: str = "true") -> list[dict]:
     """cdc_batch_log rows as dicts, oldest first ([] before the first run)."""
-    if not warehouse.table_exists(warehouse.meta_schema, LOG_TABLE):
+    if not warehouse.table_exists(warehouse.meta_schema, BATCH_LOG):
         return []
-    relation = quoted_relation(warehouse.meta_schema, LOG_TABLE)
-    columns = [name for name, _ in warehouse.columns(warehouse.meta_schema, LOG_TABLE) or []]
+    relation = quoted_relation(warehouse.meta_schema, BATCH_LOG)
+    columns = [name for name, _ in warehouse.columns(warehouse.meta_schema, BATCH_LOG) or []]
     rows = warehouse.query(f"select {', '.join(columns)} from {relation} where {where} order by started_at")
     return [dict(zip(columns, row, strict=True)) for row in rows]
 
@@ -104,10 +102,10 @@ def newest_rows(warehouse: Warehouse) -> dict[str, dict]:
     """Per model (lower case), from cdc_batch_log in one query whose result does not grow with the
     log's history: `last` (its newest applied row), `newest` (its newest row, applied or refused)
     and `newest_commit` (the newest source commit any applied batch held)."""
-    if not warehouse.table_exists(warehouse.meta_schema, LOG_TABLE):
+    if not warehouse.table_exists(warehouse.meta_schema, BATCH_LOG):
         return {}
-    relation = quoted_relation(warehouse.meta_schema, LOG_TABLE)
-    columns = [name for name, _ in warehouse.columns(warehouse.meta_schema, LOG_TABLE) or []]
+    relation = quoted_relation(warehouse.meta_schema, BATCH_LOG)
+    columns = [name for name, _ in warehouse.columns(warehouse.meta_schema, BATCH_LOG) or []]
     listed = ", ".join(columns)
     newest_first = "partition by lower(model_name) order by started_at desc"
     rows = warehouse.query(

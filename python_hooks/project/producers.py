@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 ProducerKind = Literal["dms", "debezium_flattened", "debezium_envelope"]
-PRODUCER_KINDS: tuple[str, ...] = ("dms", "debezium_flattened", "debezium_envelope")
 
 # DMS's TimestampColumnName when a source does not name one (meta.dms_timestamp_column).
 DEFAULT_TIMESTAMP_COLUMN = "last_update_time"
@@ -35,10 +34,6 @@ class Producer:
 
     kind: ProducerKind
     timestamp_column: str | None
-
-    @property
-    def is_debezium(self) -> bool:
-        return self.kind != "dms"
 
 
 def producer_of(meta: Mapping[str, object]) -> Producer:

@@ -49,7 +49,6 @@ def create_meta_tables(runner, dbt_args: Sequence[str], quiet: bool = True) -> N
 @dataclass
 class Session:
     runner: object
-    dbt_args: list[str]  # the options every dbt command of this command takes (--target, --project-dir, ...)
     manifest: object
     warehouse: Warehouse
 
@@ -63,7 +62,7 @@ class Session:
         manifest = parse(runner, dbt_args, quiet)
         if meta_tables:
             create_meta_tables(runner, dbt_args, quiet)
-        return cls(runner, list(dbt_args), manifest, Warehouse.open(dbt_args))
+        return cls(runner, manifest, Warehouse.open(dbt_args))
 
     def close(self) -> None:
         self.warehouse.close()
