@@ -69,12 +69,10 @@ CATEGORIES: list[tuple[str, str]] = [
     (MERGE_INTO, r"^merge into |^insert into (?!\S*_cdc_meta\.)|fast_forward|^alter table \S+ (create|drop) branch"),
     ("batch views", r"^uncache table|^drop view if exists \S*__cdc_"),
     ("compaction check / compaction", r"\.files\b|rewrite_data_files|rewrite_position_delete_files"),
-    ("merge: effective changes (join target)", r"__cdc_effective\b"),
-    ("merge: read pinned batch", r"^cache table \S*__cdc_batch_events\b"),
-    ("merge: validate batch", r"count_if\("),
-    ("merge: last change per key", r"^cache table \S*__cdc_changes\b"),
-    ("merge: effective changes (join target)", r"__cdc_effective\b"),
-    ("merge: tombstones, truncates", r"cdc_tombstones|__cdc_changes\b|__cdc_batch_events\b"),
+    ("merge: read pinned batch, last change per key", r"^cache table \S*__cdc_changes\b"),
+    ("merge: compare with target (classify)", r"__cdc_classified\b"),
+    ("merge: validate batch, count outcomes", r"count_if\("),
+    ("merge: tombstones, truncates", r"cdc_tombstones|__cdc_changes\b"),
     ("find new files, ledger", r"cdc_file_ledger|group by _cdc_source_file|__cdc_batch_files\b"),
     (
         "staging view (listing, footers)",
@@ -124,10 +122,10 @@ def breakdown(statements: list[Statement], wall: float) -> dict:
 
 def merge_step_seconds(statements: list[Statement]) -> float:
     """The cdc_merge strategy's work on the batch: from reading the pinned batch
-    (`cache table ..__cdc_batch_events`) to the end of its last write to the target (INSERT,
+    (`cache table ..__cdc_changes`) to the end of its last write to the target (INSERT,
     MERGE INTO, branch publish; the last one's execute time only)."""
     categories = [categorise(s.sql) for s in statements]
-    first = next((i for i, c in enumerate(categories) if c == "merge: read pinned batch"), None)
+    first = next((i for i, c in enumerate(categories) if c == "merge: read pinned batch, last change per key"), None)
     last = next((i for i in range(len(categories) - 1, -1, -1) if categories[i] == MERGE_INTO), None)
     if first is None or last is None:
         return 0.0

@@ -17,35 +17,42 @@
     batch writes a row with status 'refused' (nothing else: no table commit, no ledger entry). A
     run with nothing new writes no row: a scheduler calling every few minutes commits nothing. -#}
 
-{% macro cdc_batch_outcomes_sql(events, tombstones, keys) %}
-    {#- The batch-level counts: one row (change_events, truncates, redelivered, superseded,
-        ignored_truncated, ignored_tombstoned, newest_commit_at), from the batch's events and the
-        model's tombstones, by the rules of step 3 of the merge (cdc_batch_changes_sql). -#}
-    select
-        count(*) as change_events,
-        count_if(_cdc_op = 'T') as truncates,
-        count_if(_cdc_outcome = 'redelivered') as redelivered,
-        count_if(_cdc_outcome = 'superseded') as superseded,
-        count_if(_cdc_outcome = 'truncated') as ignored_truncated,
-        count_if(_cdc_outcome = 'tombstoned') as ignored_tombstoned,
-        max(_cdc_ts) as newest_commit_at
-    from (
-        {{ cdc_batch_changes_sql(events, tombstones, keys, outcomes=true) }}
-        union all
-        select 'T' as _cdc_op, events._cdc_ts, cast(null as string) as _cdc_outcome
-        from {{ events }} as events
-        where events._cdc_op = 'T'
-    ) as outcomes
+{% macro cdc_batch_counts(files) %}
+    {#- The batch-level counts, summed over the batch's files (the rows of cdc_batch_files_sql,
+        macros/cdc/merge.sql): change_events, truncates, redelivered, superseded, ignored_truncated,
+        ignored_tombstoned, newest_commit_at, last_deletes (the last changes per key that are
+        deletes), and each file's change events (file_events, for the ledger). -#}
+    {%- set counts = {'file_events': {}} -%}
+    {%- for name, column in [('change_events', 1), ('truncates', 4), ('redelivered', 5), ('superseded', 6),
+            ('ignored_truncated', 7), ('ignored_tombstoned', 8), ('last_deletes', 10)] -%}
+        {%- do counts.update({name: files | map(attribute=column) | map('int') | sum}) -%}
+    {%- endfor -%}
+    {%- set newest = files | map(attribute=9) | reject('none') | list -%}
+    {%- do counts.update({'newest_commit_at': newest | max if newest else none}) -%}
+    {%- for row in files -%}
+        {%- do counts.file_events.update({row[0]: row[1] | int}) -%}
+    {%- endfor -%}
+    {{ return(counts) }}
 {% endmacro %}
 
 
 {% macro cdc_stash_outcome(target, outcome) %}
-    {#- Keeps what the merge counted, for the post-hook that writes the log row (cdc_log_batch):
-        a session view of literals, dropped with the batch's other views. -#}
+    {#- Keeps what the merge counted, for the post-hook that writes the log row (cdc_log_batch) and
+        the ledger (each file's change events, `file_events`): a session view of literals, dropped
+        with the batch's other views. -#}
     {%- set columns = [] -%}
     {%- for name, value in outcome.items() -%}
         {%- if name == 'newest_commit_at' -%}
             {%- do columns.append(("cast('" ~ value ~ "' as timestamp)" if value is not none else 'cast(null as timestamp)') ~ ' as ' ~ name) -%}
+        {%- elif name == 'file_events' -%}
+            {%- set names = [] -%}
+            {%- set counts = [] -%}
+            {%- for file_name, count in value.items() -%}
+                {%- do names.append(cdc_sql_string(file_name)) -%}
+                {%- do counts.append('cast(' ~ (count | int) ~ ' as bigint)') -%}
+            {%- endfor -%}
+            {%- do columns.append('cast(map_from_arrays(array(' ~ (names | join(', ')) ~ '), array(' ~ (counts | join(', '))
+                ~ ')) as map<string, bigint>) as file_events') -%}
         {%- else -%}
             {%- do columns.append('cast(' ~ (value | int) ~ ' as bigint) as ' ~ name) -%}
         {%- endif -%}
@@ -55,23 +62,24 @@
 
 
 {% macro cdc_outcome(batch, classified=none, rows_truncated=0) %}
-    {#- The log row's counts: `batch` from cdc_batch_outcomes_sql; `classified` the counts of the last
-        changes by their outcome against the table (a dict, from step 5; none on a full build, where
-        the table was empty). -#}
+    {#- The log row's counts: `batch` from cdc_batch_counts; `classified` the counts of the last
+        changes by their outcome against the table (a dict, from step 5 of the merge; on a full
+        build, where the table was empty, inserts and deletes without a row). -#}
     {%- set c = classified or {} -%}
     {{ return({
-        'change_events': batch[0],
-        'truncates': batch[1],
+        'change_events': batch.change_events,
+        'truncates': batch.truncates,
         'rows_inserted': c.get('insert', 0),
         'rows_updated': c.get('update', 0),
         'rows_deleted': c.get('delete', 0) + rows_truncated,
         'ignored_older': c.get('older', 0),
-        'ignored_redelivered': batch[2] + c.get('redelivered', 0),
-        'ignored_tombstoned': batch[5],
-        'ignored_truncated': batch[4],
-        'superseded': batch[3],
+        'ignored_redelivered': batch.redelivered + c.get('redelivered', 0),
+        'ignored_tombstoned': batch.ignored_tombstoned,
+        'ignored_truncated': batch.ignored_truncated,
+        'superseded': batch.superseded,
         'deletes_without_row': c.get('no_row', 0),
-        'newest_commit_at': batch[6],
+        'newest_commit_at': batch.newest_commit_at,
+        'file_events': batch.file_events,
     }) }}
 {% endmacro %}
 

@@ -191,25 +191,22 @@ from {{ events }}
         {%- endif -%}
         {%- if batch.rows[0][0] is not none -%}
             {%- if batch.rows[0][2] == 'full' -%}
-                {%- set changes = cdc_batch_view(this, 'changes') -%}
-                {%- if run_query("select count(*) from " ~ changes ~ " where _cdc_op = 'D'").columns[0].values()[0] > 0 -%}
-                    {%- do cdc_record_tombstones(this, changes) -%}
+                {%- set last = cdc_last_changes(cdc_batch_view(this, 'changes')) -%}
+                {%- if run_query('select deletes_without_row from ' ~ cdc_batch_view(this, 'outcome')).columns[0].values()[0] > 0 -%}
+                    {%- do cdc_record_tombstones(this, last) -%}
                 {%- endif -%}
             {%- endif -%}
             {#- The batch log's row, after the table's commit and before the ledger's (batch_log.sql). -#}
             {%- do cdc_log_batch(this, files_view) -%}
-            {#- Files whose count the listing did not give: counted in the batch (a file with no row
-                is recorded too, with 0). -#}
+            {#- Files whose count the listing did not give: counted by the merge's aggregate of the
+                batch (outcome.file_events; a file with no row is recorded too, with 0). -#}
             {%- set counted = batch.rows[0][1] is not none -%}
             {%- do cdc_execute(
                 'insert into ' ~ cdc_meta_relation('cdc_file_ledger')
                 ~ ' select ' ~ model_name ~ ', files.file_name, '
-                ~ ('files.change_events' if counted else 'coalesce(counts.change_events, 0)') ~ ', '
+                ~ ('files.change_events' if counted else 'coalesce(outcome.file_events[files.file_name], 0)') ~ ', '
                 ~ cdc_sql_string(invocation_id) ~ ', current_timestamp() from ' ~ files_view ~ ' as files'
-                ~ ('' if counted else
-                    ' left join (select _cdc_source_file, count(*) as change_events from '
-                    ~ cdc_batch_view(this, 'batch_events') ~ ' group by _cdc_source_file) as counts'
-                    ~ ' on files.file_name = counts._cdc_source_file')
+                ~ ('' if counted else ' cross join ' ~ cdc_batch_view(this, 'outcome') ~ ' as outcome')
             ) -%}
         {%- endif -%}
         {%- do cdc_drop_batch_views(this) -%}
@@ -227,7 +224,7 @@ from {{ events }}
     {#- Drops a model's batch views (dropping a cached view uncaches it). `leftovers_only`: first
         look which exist (one statement), as at the start of a batch, where there are none unless a
         run failed earlier in this session. -#}
-    {%- set suffixes = ['effective', 'classified', 'changes', 'batch_events', 'events', 'outcome', 'batch_files'] -%}
+    {%- set suffixes = ['classified', 'changes', 'events', 'outcome', 'batch_files'] -%}
     {%- if leftovers_only -%}
         {%- set prefix = target.identifier ~ '__cdc_' -%}
         {%- set existing = run_query("show views like " ~ cdc_sql_string(prefix ~ '*')).columns[1].values() | map('lower') | list -%}

@@ -44,9 +44,7 @@
     {#- `into_empty`: the target was created empty in this run (first build, --full-refresh) and the
         batch is every raw file: nothing to compare with, so steps 5-6 are one INSERT. -#}
     {%- set keys = cdc_key_columns(unique_key, target) -%}
-    {%- set batch_events = cdc_batch_view(target, 'batch_events') -%}
     {%- set changes = cdc_batch_view(target, 'changes') -%}
-    {%- set effective = cdc_batch_view(target, 'effective') -%}
     {%- set classified = cdc_batch_view(target, 'classified') -%}
     {%- set tombstone_table = cdc_meta_relation('cdc_tombstones') -%}
     {%- set model_name = cdc_sql_string(target.identifier) -%}
@@ -60,34 +58,31 @@
         {{ return(noop) }}
     {%- endif -%}
 
-    {#- 1. Read the pinned batch once (a batch is small). Not on a full build: there the batch is
-           every raw file, which need not fit in memory; it is read by steps 2 and 3 instead. -#}
-    {%- if into_empty -%}
-        {%- set batch_events = events -%}
-    {%- else -%}
-        {%- do cdc_execute('cache table ' ~ batch_events ~ ' as select * from ' ~ events) -%}
-    {%- endif -%}
-
-    {#- 2. Refuse bad input before writing anything; the same query finds the batch's newest
-           truncate (4b). -#}
-    {%- set truncate = cdc_validate_batch(target, batch_events, keys) -%}
-    {%- do cdc_fault_point('after_validate') -%}
-
-    {#- 3. Last change per key, minus changes older than the key's tombstone or a truncate. Cached
-           (on disk for a full build). The batch's deletes become tombstones only after the target
-           has committed (4, cdc_record_tombstones from the post-hook): a write to cdc_tombstones
-           would make Spark drop every cached query that reads it, this one included. -#}
+    {#- 1-3. One read of the pinned batch: every change event, ranked per key (last change: commit
+           time, sequence, file), each marked with what became of it within the batch (superseded,
+           a copy, older than a truncate or than its key's tombstone) and cached (on disk for a full
+           build, whose batch is every raw file and need not fit in memory). Then one aggregate of
+           the cached batch per file gives the validation (a bad batch is refused here, before
+           anything is written), the newest truncate, the batch log's counts and each file's events
+           for the ledger. The batch's deletes become tombstones only after the target has committed
+           (7): a write to cdc_tombstones would make Spark drop every cached query that reads it. -#}
     {%- set tombstones = '(select * from ' ~ tombstone_table ~ ' where model_name = ' ~ model_name ~ ')' -%}
     {%- do cdc_execute(
         'cache table ' ~ changes
         ~ (" options ('storageLevel' 'DISK_ONLY')" if into_empty else '')
-        ~ ' as ' ~ cdc_batch_changes_sql(batch_events, tombstones, keys)
+        ~ ' as ' ~ cdc_batch_changes_sql(events, tombstones, keys, every_event=true)
     ) -%}
-    {#- What became of each event within the batch, for the batch log (batch_log.sql). -#}
-    {%- set batch_outcome = run_query(cdc_batch_outcomes_sql(batch_events, tombstones, keys)).rows[0] -%}
+    {%- set files = run_query(cdc_batch_files_sql(changes, keys)).rows -%}
+    {%- set truncate = cdc_validate_batch(target, files, keys) -%}
+    {%- do cdc_fault_point('after_validate') -%}
+    {%- set batch_outcome = cdc_batch_counts(files) -%}
+    {%- set last = cdc_last_changes(changes) -%}
     {%- set rows_truncated = 0 -%}
+    {%- set deletes = batch_outcome.last_deletes > 0 -%}
 
-    {#- 4b. A truncate: a table-wide tombstone, then every row older than it goes. -#}
+    {#- 4b. A truncate: a table-wide tombstone, then every row older than it goes. (The cached batch
+           reads the tombstones, so Spark computes it again once: its result is the same, since a
+           truncate is older than every change it lets through.) -#}
     {%- if truncate is not none -%}
         {%- set truncate_ts = "cast('" ~ truncate[0] ~ "' as timestamp)" -%}
         {%- set truncate_seq = cdc_sql_string(truncate[1]) -%}
@@ -105,41 +100,48 @@
     {%- set source_columns = cdc_column_names(events) | map('lower') | list -%}
     {%- if into_empty -%}
         {#- 5-6 of a full build: every last change but a delete, inserted. -#}
-        {%- set ops = run_query("select count_if(_cdc_op <> 'D'), count_if(_cdc_op = 'D') from " ~ changes).rows[0] -%}
-        {%- do cdc_stash_outcome(target, cdc_outcome(batch_outcome, {'insert': ops[0], 'no_row': ops[1]}, rows_truncated)) -%}
-        {{ return(cdc_insert_changes_sql(target, changes, cdc_merge_values(target_columns, source_columns))) }}
+        {%- set last_count = batch_outcome.change_events - batch_outcome.truncates - batch_outcome.redelivered
+            - batch_outcome.superseded - batch_outcome.ignored_truncated - batch_outcome.ignored_tombstoned -%}
+        {%- do cdc_stash_outcome(target, cdc_outcome(batch_outcome,
+            {'insert': last_count - batch_outcome.last_deletes, 'no_row': batch_outcome.last_deletes}, rows_truncated)) -%}
+        {{ return(cdc_insert_changes_sql(target, last, cdc_merge_values(target_columns, source_columns))) }}
     {%- endif -%}
 
     {#- 5. Only the changes that change something: newer than the row they touch, and not the same
            event again (same commit time and same content: a re-delivery with a new position).
            An Iceberg write commits even when no row changes, so an empty set skips it. Every
-           change is classified once (`classified`: insert, update, delete, or why it changes
-           nothing, counted for the batch log); the effective ones are flagged by whether their
-           key has a row (_cdc_matched). The target is read at one snapshot (`read_snapshot`), the
-           base of step 6's publish. -#}
-    {%- do cdc_drop_stale_branches(target, 0 if cdc_single_writer() else 3600) -%}
-    {%- set read_snapshot = cdc_current_snapshot(target) -%}
+           last change is classified once (`classified`: insert, update, delete, or why it changes
+           nothing, counted for the batch log). The target is read at one snapshot
+           (`read_snapshot`), the base of step 6's publish. -#}
+    {%- set state = cdc_table_state(target) -%}
+    {%- set single_writer = cdc_single_writer() -%}
+    {%- do cdc_drop_stale_branches(target, state.branches, 0 if single_writer else 3600) -%}
+    {%- set read_snapshot = state.snapshot -%}
     {%- set current_rows = target if read_snapshot is none
         else '(select * from ' ~ target ~ ' version as of ' ~ read_snapshot ~ ')' -%}
-    {%- do cdc_execute('cache table ' ~ classified ~ ' as ' ~ cdc_effective_changes_sql(changes, current_rows, keys, outcome=true)) -%}
-    {%- do cdc_execute(
-        'create or replace temporary view ' ~ effective ~ ' as select *, _cdc_outcome <> ' ~ "'insert'"
-        ~ ' as _cdc_matched from ' ~ classified ~ " where _cdc_outcome in ('insert', 'update', 'delete')"
-    ) -%}
+    {#- On the single-writer target, a small table (its data files within cdc_one_merge_max_bytes)
+        takes the whole batch in one MERGE, inserts included: its outer join then broadcasts the
+        table, one commit publishes the batch, no branch is needed, and the comparison is not
+        cached (the MERGE repeats it on the rows it joins). A larger table keeps the append +
+        matched-only MERGE (6), which never shuffles the table. Not on a shared target: there
+        another run could commit between the comparison and the MERGE, and the batch log would
+        count what that run applied; the branch's publish check (cdc_publish_branch) catches it. -#}
+    {%- set one_merge = single_writer and read_snapshot is not none and state.bytes <= cdc_one_merge_max_bytes() -%}
+    {%- set effective_sql = cdc_effective_changes_sql(last, current_rows, keys, outcome=true) -%}
+    {%- if not one_merge -%}
+        {%- do cdc_execute('cache table ' ~ classified ~ ' as ' ~ effective_sql) -%}
+    {%- endif -%}
     {%- set by_outcome = {} -%}
-    {%- set delete_changes = [] -%}
-    {%- for row in run_query(
-        "select _cdc_outcome, count(*), count_if(_cdc_op = 'D') from " ~ classified ~ ' group by _cdc_outcome').rows -%}
+    {%- for row in run_query('select _cdc_outcome, count(*) from '
+            ~ (('(' ~ effective_sql ~ ') as classified') if one_merge else classified) ~ ' group by _cdc_outcome').rows -%}
         {%- do by_outcome.update({row[0]: row[1]}) -%}
-        {%- do delete_changes.append(row[2]) -%}
     {%- endfor -%}
     {%- do cdc_stash_outcome(target, cdc_outcome(batch_outcome, by_outcome, rows_truncated)) -%}
     {%- set matched = by_outcome.get('update', 0) + by_outcome.get('delete', 0) > 0 -%}
     {%- set inserts = by_outcome.get('insert', 0) > 0 -%}
-    {%- set deletes = delete_changes | sum > 0 -%}
     {%- if not matched and not inserts -%}
         {%- if deletes -%}
-            {%- do cdc_record_tombstones(target, changes) -%}
+            {%- do cdc_record_tombstones(target, last) -%}
         {%- endif -%}
         {{ return(noop) }}
     {%- endif -%}
@@ -157,11 +159,22 @@
            if another commit touched them (serializable isolation). The embedded target, where one
            process at a time opens the warehouse (python_hooks/project/embedded_lock.py), appends to main
            directly when a batch has only new keys.
-           The INSERT reads the effective changes; its commit makes Spark drop that cache (it reads
-           the target), so the MERGE reads the cached changes and repeats step 5's comparison in its
-           conditions, on the rows it joins. -#}
+           The INSERT reads the classified changes; its commit makes Spark drop that cache (it reads
+           the target), so the MERGE reads the cached batch's last changes and repeats step 5's
+           comparison in its conditions, on the rows it joins. -#}
     {%- set values = cdc_merge_values(target_columns, source_columns) -%}
-    {%- set on_branch = inserts and read_snapshot is not none and (matched or not cdc_single_writer()) -%}
+    {%- if one_merge -%}
+        {%- do cdc_pause_point('before_publish') -%}
+        {%- do cdc_fault_point('during_merge') -%}
+        {%- do cdc_execute(cdc_merge_matched_sql(target, last, keys, target_columns, values, inserts=inserts)) -%}
+        {%- do cdc_fault_point('after_merge') -%}
+        {%- if deletes -%}
+            {%- do cdc_record_tombstones(target, last) -%}
+            {%- do cdc_fault_point('after_tombstones') -%}
+        {%- endif -%}
+        {{ return("select 'batch applied' as cdc_merge") }}
+    {%- endif -%}
+    {%- set on_branch = inserts and read_snapshot is not none and (matched or not single_writer) -%}
     {%- set branch = cdc_batch_branch(target) if on_branch else none -%}
     {%- set written = target ~ '.' ~ cdc_quote('branch_' ~ branch) if on_branch else target -%}
     {%- if on_branch -%}
@@ -171,13 +184,13 @@
     {%- if inserts -%}
         {%- do cdc_fault_point('during_insert') -%}
         {%- do cdc_execute(cdc_insert_changes_sql(
-            written, '(select * from ' ~ effective ~ ' where not _cdc_matched)', values)) -%}
+            written, '(select * from ' ~ classified ~ " where _cdc_outcome = 'insert')", values)) -%}
         {%- do cdc_fault_point('after_insert') -%}
     {%- endif -%}
     {%- do cdc_pause_point('before_publish') -%}
     {%- if matched -%}
         {%- do cdc_fault_point('during_merge') -%}
-        {%- do cdc_execute(cdc_merge_matched_sql(written, changes, keys, target_columns, values)) -%}
+        {%- do cdc_execute(cdc_merge_matched_sql(written, last, keys, target_columns, values)) -%}
         {%- do cdc_fault_point('after_merge') -%}
     {%- endif -%}
     {%- if on_branch -%}
@@ -187,17 +200,18 @@
     {#- 7. The batch's deletes become tombstones, once the target has committed (then the post-hook
            records the batch's files in the ledger). -#}
     {%- if deletes -%}
-        {%- do cdc_record_tombstones(target, changes) -%}
+        {%- do cdc_record_tombstones(target, last) -%}
         {%- do cdc_fault_point('after_tombstones') -%}
     {%- endif -%}
     {{ return("select 'batch applied' as cdc_merge") }}
 {% endmacro %}
 
 
-{% macro cdc_merge_matched_sql(target, changes, keys, target_columns, values) %}
+{% macro cdc_merge_matched_sql(target, changes, keys, target_columns, values, inserts=false) %}
     {#- Step 6 for the keys that have a row: the last changes, applied only when newer than the row
         and not the same event again (the conditions of step 5). No WHEN NOT MATCHED: an inner
-        join, which Spark broadcasts. -#}
+        join, which Spark broadcasts. `inserts`: a small table's one MERGE, which also inserts the
+        new keys (an outer join). -#}
 merge into {{ target }} as t
 using {{ changes }} as s
 on {% for key in keys %}t.{{ cdc_quote(key) }} = s.{{ cdc_quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
@@ -207,52 +221,39 @@ when matched and s._cdc_op <> 'D' and {{ cdc_is_newer('s', 't') }}
     {%- for column in target_columns %}
     t.{{ cdc_quote(column) }} = {{ values[loop.index0] }}{{ ',' if not loop.last }}
     {%- endfor %}
+{%- if inserts %}
+when not matched and s._cdc_op <> 'D' then insert (
+    {%- for column in target_columns %}
+    {{ cdc_quote(column) }}{{ ',' if not loop.last }}
+    {%- endfor %}
+) values (
+    {%- for column in target_columns %}
+    {{ values[loop.index0] }}{{ ',' if not loop.last }}
+    {%- endfor %}
+)
+{%- endif %}
 {% endmacro %}
 
 
-{% macro cdc_validate_batch(target, batch_events, keys) %}
+{% macro cdc_validate_batch(target, files, keys) %}
     {#- Refuses a batch with a null key, commit timestamp or sequence, or an unknown operation,
-        naming each file and how many of its events are bad; nothing has been written yet. Returns
-        the batch's newest truncate as [timestamp text, sequence], or none: one query for both. -#}
-    {%- set checks = [] -%}
-    {%- for key in keys -%}
-        {%- do checks.append(("count_if(_cdc_op <> 'T' and " ~ cdc_quote(key) ~ " is null)", "null or missing key column " ~ key)) -%}
-    {%- endfor -%}
-    {%- do checks.append(("count_if(_cdc_ts is null)", "null commit timestamp (_cdc_ts, from the producer's commit-time column: DMS last_update_time or the task's TimestampColumnName, Debezium source.ts_ms or __source_ts_ms)")) -%}
-    {%- do checks.append(("count_if(_cdc_seq is null)", "null change sequence (_cdc_seq)")) -%}
-    {%- set unknown_op = "(_cdc_op is null or _cdc_op not in ('I', 'U', 'D', 'T'))" -%}
-    {%- do checks.append(("count_if" ~ unknown_op, "unknown operation")) -%}
-    {%- set sql -%}
-        select * from (
-            select
-                _cdc_source_file,
-                {#- fixed width, so the greatest text is the newest (_cdc_ts, _cdc_seq) -#}
-                max(case when _cdc_op = 'T' then concat(date_format(_cdc_ts, 'yyyy-MM-dd HH:mm:ss.SSSSSS'), '|', _cdc_seq) end) as newest_truncate,
-                {#- the unknown operations themselves (at most 5), for the message -#}
-                array_join(slice(array_sort(collect_set(case when {{ unknown_op }}
-                    then coalesce(concat("'", _cdc_op, "'"), 'null') end)), 1, 5), ', ') as unknown_ops
-                {%- for check in checks %},
-                {{ check[0] }} as check_{{ loop.index }}
-                {%- endfor %}
-            from {{ batch_events }}
-            group by _cdc_source_file
-        )
-        where newest_truncate is not null
-            {%- for check in checks %} or check_{{ loop.index }} > 0{% endfor %}
-        order by _cdc_source_file
-    {%- endset -%}
-    {%- set found = run_query(sql) -%}
+        naming each file and how many of its events are bad; nothing has been written yet. `files`:
+        the rows of cdc_batch_files_sql (one per raw file of the batch, read from the cached batch,
+        so validation costs no scan of its own). Returns the batch's newest truncate as
+        [timestamp text, sequence], or none. -#}
+    {%- set checks = cdc_validation_checks(keys) -%}
+    {%- set first_check = 11 -%}  {#- the column of check 1 in cdc_batch_files_sql -#}
     {%- set problems = [] -%}
     {%- set bad_files = [] -%}
     {%- set truncates = [] -%}
-    {%- for row in found.rows -%}
-        {%- if row[1] is not none -%}
-            {%- do truncates.append(row[1]) -%}
+    {%- for row in files -%}
+        {%- if row[2] is not none -%}
+            {%- do truncates.append(row[2]) -%}
         {%- endif -%}
         {%- for check in checks -%}
-            {%- set failures = row[loop.index + 2] -%}
+            {%- set failures = row[first_check + loop.index0] -%}
             {%- if failures > 0 -%}
-                {%- set what = check[1] if not loop.last else "unknown operation " ~ row[2]
+                {%- set what = check[1] if not loop.last else "unknown operation " ~ row[3]
                     ~ " (the producer's operation column: Op, __op or op; known: I, U, D and Debezium's r, c, u, d, t)" -%}
                 {%- do problems.append("  raw file " ~ row[0] ~ ": " ~ failures ~ " change event(s) with " ~ what) -%}
                 {%- if row[0] not in bad_files -%}
@@ -262,7 +263,7 @@ when matched and s._cdc_op <> 'D' and {{ cdc_is_newer('s', 't') }}
         {%- endfor -%}
     {%- endfor -%}
     {%- if problems -%}
-        {%- set events_read = run_query('select count(*) from ' ~ batch_events).columns[0].values()[0] -%}
+        {%- set events_read = files | map(attribute=1) | map('int') | sum -%}
         {%- do cdc_log_batch(target, cdc_batch_view(target, 'batch_files'), refused={
             'files': bad_files | length, 'events': events_read,
             'reason': 'cdc_merge refused the batch:' ~ (problems | join(';')) | replace('  raw file', ' raw file')}) -%}
@@ -276,19 +277,73 @@ when matched and s._cdc_op <> 'D' and {{ cdc_is_newer('s', 't') }}
 {% endmacro %}
 
 
-{% macro cdc_batch_changes_sql(events, tombstones, keys, outcomes=false) %}
-    {#- Step 3 of the merge, as one query: the last change per key of the batch `events`, minus the
+{% macro cdc_validation_checks(keys) -%}
+    {#- What makes a change event invalid, as [condition counted, words for the refusal]. -#}
+    {%- set checks = [] -%}
+    {%- for key in keys -%}
+        {%- do checks.append(("count_if(_cdc_op <> 'T' and " ~ cdc_quote(key) ~ " is null)", "null or missing key column " ~ key)) -%}
+    {%- endfor -%}
+    {%- do checks.append(("count_if(_cdc_ts is null)", "null commit timestamp (_cdc_ts, from the producer's commit-time column: DMS last_update_time or the task's TimestampColumnName, Debezium source.ts_ms or __source_ts_ms)")) -%}
+    {%- do checks.append(("count_if(_cdc_seq is null)", "null change sequence (_cdc_seq)")) -%}
+    {%- do checks.append(("count_if" ~ cdc_unknown_op(), "unknown operation")) -%}
+    {{ return(checks) }}
+{%- endmacro %}
+
+
+{% macro cdc_unknown_op() -%}
+    {{ return("(_cdc_op is null or _cdc_op not in ('I', 'U', 'D', 'T'))") }}
+{%- endmacro %}
+
+
+{% macro cdc_batch_files_sql(changes, keys) %}
+    {#- One row per raw file of the batch, from the cached batch (`changes`, every event with its
+        `_cdc_batch_outcome`): everything a batch needs to know before it writes, in one query:
+        0 file, 1 change events, 2 newest truncate (fixed-width text, so the greatest is the newest
+        (_cdc_ts, _cdc_seq)), 3 the unknown operations (at most 5, for the message), 4 truncates,
+        5 redelivered, 6 superseded, 7 ignored as older than a truncate, 8 ignored as older than a
+        tombstone, 9 newest commit time, 10 the last changes per key that are deletes,
+        11.. the validation checks (cdc_validation_checks). -#}
+        select
+            _cdc_source_file,
+            count(*) as change_events,
+            max(case when _cdc_op = 'T' then concat(date_format(_cdc_ts, 'yyyy-MM-dd HH:mm:ss.SSSSSS'), '|', _cdc_seq) end) as newest_truncate,
+            array_join(slice(array_sort(collect_set(case when {{ cdc_unknown_op() }}
+                then coalesce(concat("'", _cdc_op, "'"), 'null') end)), 1, 5), ', ') as unknown_ops,
+            count_if(_cdc_batch_outcome = 'truncate') as truncates,
+            count_if(_cdc_batch_outcome = 'redelivered') as redelivered,
+            count_if(_cdc_batch_outcome = 'superseded') as superseded,
+            count_if(_cdc_batch_outcome = 'truncated') as ignored_truncated,
+            count_if(_cdc_batch_outcome = 'tombstoned') as ignored_tombstoned,
+            max(_cdc_ts) as newest_commit_at,
+            count_if(_cdc_batch_outcome is null and _cdc_op = 'D') as last_deletes
+            {%- for check in cdc_validation_checks(keys) %},
+            {{ check[0] }} as check_{{ loop.index }}
+            {%- endfor %}
+        from {{ changes }}
+        group by _cdc_source_file
+        order by _cdc_source_file
+{% endmacro %}
+
+
+{% macro cdc_last_changes(changes) -%}
+    {#- The last change per key that passes the truncate and tombstone guards, from the cached batch. -#}
+    {{ return('(select * from ' ~ changes ~ ' where _cdc_batch_outcome is null)') }}
+{%- endmacro %}
+
+
+{% macro cdc_batch_changes_sql(events, tombstones, keys, every_event=false) %}
+    {#- Step 3 of the merge, as one query over the batch `events`: the last change per key, minus the
         changes older than the key's tombstone or a truncate. `tombstones` holds this model's rows
         of cdc_tombstones (key_json, _cdc_ts, _cdc_seq).
-        `outcomes`: instead, every change event but the truncates, as (_cdc_op, _cdc_ts,
-        _cdc_outcome): 'superseded' (a newer change of its key in the batch), 'redelivered' (a copy
-        of a newer-ranked event of the batch: same key, operation, time and content), 'truncated',
-        'tombstoned', or null for the changes the query returns otherwise (the batch log's counts,
-        macros/cdc/batch_log.sql).
+        `every_event`: instead, every change event of the batch (the one read of its files that the
+        merge caches), with `_cdc_batch_outcome`: 'truncate' (a Debezium truncate), 'superseded' (a
+        newer change of its key in the batch), 'redelivered' (a copy of a newer-ranked event of the
+        batch: same key, operation, time and content), 'truncated', 'tombstoned', or null for the
+        last changes that go on to be compared with the table (cdc_last_changes); the batch's
+        validation and the batch log's counts are one aggregate over it (cdc_batch_files_sql).
         Subqueries, not CTEs: the merge caches this query (`cache table ... as`), and Spark 3.5
         never matches a cached plan that holds a CTE (its ids differ at every analysis,
-        SPARK-46741), so every later read of the cached view would compute it again, and the
-        effective changes, which read it, too. -#}
+        SPARK-46741), so every later read of the cached view would compute it again. -#}
     {%- set key_list -%}
         {% for key in keys %}{{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %}
     {%- endset -%}
@@ -301,17 +356,15 @@ when matched and s._cdc_op <> 'D' and {{ cdc_is_newer('s', 't') }}
         (tombstones.key_json is null or latest._cdc_op = 'D' or {{ cdc_is_newer('latest', 'tombstones.newest') }})
     {%- endset %}
         select
-        {%- if outcomes %}
-            latest._cdc_op,
-            latest._cdc_ts,
+            latest.*
+        {%- if every_event %},
             case
+                when latest._cdc_op = 'T' then 'truncate'
                 when latest._cdc_change_rank > 1 and latest._cdc_copy_rank > 1 then 'redelivered'
                 when latest._cdc_change_rank > 1 then 'superseded'
                 when not {{ after_truncate }} then 'truncated'
                 when not {{ after_tombstone }} then 'tombstoned'
-            end as _cdc_outcome
-        {%- else %}
-            latest.*
+            end as _cdc_batch_outcome
         {%- endif %}
         from (
             select
@@ -320,17 +373,21 @@ when matched and s._cdc_op <> 'D' and {{ cdc_is_newer('s', 't') }}
             from (
                 select
                     events.*,
-                    row_number() over (partition by {{ key_list }} order by {{ order_by }}) as _cdc_change_rank
-                    {%- if outcomes %},
                     row_number() over (
-                        partition by {{ key_list }}, events._cdc_op, events._cdc_ts, events._cdc_row_hash
+                        partition by events._cdc_op = 'T', {{ key_list }} order by {{ order_by }}
+                    ) as _cdc_change_rank
+                    {%- if every_event %},
+                    row_number() over (
+                        partition by events._cdc_op = 'T', {{ key_list }}, events._cdc_op, events._cdc_ts, events._cdc_row_hash
                         order by {{ order_by }}
                     ) as _cdc_copy_rank
                     {%- endif %}
                 from {{ events }} as events
+                {%- if not every_event %}
                 where events._cdc_op <> 'T'
+                {%- endif %}
             ) as ranked
-            {%- if not outcomes %}
+            {%- if not every_event %}
             where ranked._cdc_change_rank = 1
             {%- endif %}
         ) as latest
@@ -351,13 +408,12 @@ when matched and s._cdc_op <> 'D' and {{ cdc_is_newer('s', 't') }}
             group by tombstones.key_json
         ) as tombstones
             on latest._cdc_key_json = tombstones.key_json
-        {%- if not outcomes %}
+        {%- if not every_event %}
         where
             {{ after_truncate }}
             and {{ after_tombstone }}
         {%- endif %}
 {% endmacro %}
-
 
 {% macro cdc_effective_changes_sql(changes, current_rows, keys, outcome=false) %}
     {#- Step 5 of the merge: the changes that change something, newer than the row they touch and
@@ -536,18 +592,43 @@ where s._cdc_op <> 'D'
 {%- endmacro %}
 
 
-{% macro cdc_drop_stale_branches(target, older_than_seconds=3600) %}
+{% macro cdc_table_state(target) -%}
+    {#- One query for what a batch needs to know of its table: the snapshot `main` points at (none
+        for a table without one), the names of its branches, and the bytes of its data files then. -#}
+    {%- set state = {'snapshot': none, 'branches': [], 'bytes': 0} -%}
+    {%- for row in run_query(
+            'select refs.name, refs.type, refs.snapshot_id, snapshots.summary[' ~ "'total-files-size'" ~ ']'
+            ~ ' from ' ~ target ~ '.refs as refs left join ' ~ target ~ '.snapshots as snapshots'
+            ~ ' on refs.snapshot_id = snapshots.snapshot_id').rows -%}
+        {%- if row[0] == 'main' -%}
+            {%- do state.update({'snapshot': row[2] | int, 'bytes': (row[3] or 0) | int}) -%}
+        {%- elif row[1] | upper == 'BRANCH' -%}
+            {%- do state.branches.append(row[0]) -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {{ return(state) }}
+{%- endmacro %}
+
+
+{% macro cdc_one_merge_max_bytes() -%}
+    {#- Up to which size of its data files a table takes a batch in one MERGE (see step 5):
+        the model's +cdc_one_merge_max_bytes, else CDC_ONE_MERGE_MAX_BYTES, else 32 MiB. -#}
+    {{ return((config.get('cdc_one_merge_max_bytes') or env_var('CDC_ONE_MERGE_MAX_BYTES', '33554432')) | int) }}
+{%- endmacro %}
+
+
+{% macro cdc_drop_stale_branches(target, branches, older_than_seconds=3600) %}
     {#- Branches of runs that died before publishing or dropping them (kill -9, a lost race): they
         change nothing a reader sees, but keep their data files from expiry. Dropped by the next batch
         of the table: every one on a single-writer target (no other run can be writing), else once an
         hour old. -#}
     {%- set now = cdc_epoch_seconds() -%}
-    {%- for row in run_query('select name from ' ~ target ~ ".refs where type = 'BRANCH' and name like 'cdc_batch_%'").rows -%}
-        {%- set parts = row[0].split('_') -%}
+    {%- for branch in branches if branch.startswith('cdc_batch_') -%}
+        {%- set parts = branch.split('_') -%}
         {%- set created = parts[2] | int(-1) if parts | length == 4 else -1 -%}
         {%- if created >= 0 and now - created >= older_than_seconds -%}
-            {{ log('cdc: dropping branch ' ~ row[0] ~ ' of ' ~ target ~ ', left by a run that did not finish', info=true) }}
-            {%- do cdc_execute('alter table ' ~ target ~ ' drop branch if exists ' ~ cdc_quote(row[0])) -%}
+            {{ log('cdc: dropping branch ' ~ branch ~ ' of ' ~ target ~ ', left by a run that did not finish', info=true) }}
+            {%- do cdc_execute('alter table ' ~ target ~ ' drop branch if exists ' ~ cdc_quote(branch)) -%}
         {%- endif -%}
     {%- endfor -%}
 {% endmacro %}
