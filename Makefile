@@ -12,7 +12,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 
-# CDC_LANDING_ROOT, CDC_WAREHOUSE (whose default depends on CDC_TARGET) and the Iceberg jar get
+# CDC_LANDING_ROOT, CDC_WAREHOUSE (whose default depends on CDC_TARGET) and the jars (CDC_SPARK_JARS) get
 # their defaults, made absolute, from python_hooks/project/env.py, which every Python of the venv applies.
 export DBT_PROFILES_DIR := $(CURDIR)/profiles
 
@@ -49,18 +49,28 @@ $(VENV)/.installed: requirements.txt python_hooks/project/env.py $(BIN)/python
 	$(BIN)/python -m python_hooks write-pth
 	@touch $@
 
-install: $(VENV)/.installed
+# The jars pinned in jars/pom.xml (Iceberg, S3A), from Maven Central into jars/lib/, again when the pom
+# changes; the folder is emptied first so that an older version never stays on the class path.
+JARS := jars/lib
+$(JARS)/.installed: jars/pom.xml
+	@command -v mvn >/dev/null || { echo "mvn not found: on Debian/Ubuntu: sudo apt-get install -y maven"; exit 1; }
+	rm -rf $(JARS)
+	mvn -q -B -Dstyle.color=never -f jars/pom.xml dependency:copy-dependencies
+	@touch $@
+
+install: $(VENV)/.installed $(JARS)/.installed
 
 check-java:
 	@command -v java >/dev/null || { \
 	  echo "Java not found: Spark needs a JDK 17. On Debian/Ubuntu: sudo apt-get install -y openjdk-17-jre-headless"; \
 	  exit 1; }
 
-# Debian packages: JDK 17 for Spark, Chromium for the docs-site browser test, PostgreSQL and its
+# Debian packages: JDK 17 for Spark, Maven for the jars, Chromium for the docs-site browser test, PostgreSQL and its
 # JDBC driver for the cluster target (cluster-packages). Root or sudo; only what is missing.
 system-packages: cluster-packages
 	@pkgs=""; command -v java >/dev/null || pkgs="$$pkgs openjdk-17-jre-headless"; \
 	command -v chromium >/dev/null || pkgs="$$pkgs chromium"; \
+	command -v mvn >/dev/null || pkgs="$$pkgs maven"; \
 	if [ -n "$$pkgs" ]; then \
 	  sudo=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  echo "installing Debian packages:$$pkgs"; \

@@ -84,7 +84,10 @@ def start_worker(config: ClusterConfig) -> None:
 def thrift_settings(config: ClusterConfig, environ: os._Environ[str] | dict[str, str] = os.environ) -> dict[str, str]:
     """The Thrift Server's Spark settings: Iceberg on spark_catalog, the metastore in PostgreSQL,
     Iceberg's commit lock on (the default), commit retries raised for concurrent writers."""
-    iceberg = env.find_iceberg_jar()
+    try:
+        jars = ":".join(str(jar) for jar in env.spark_jars(environ))  # Iceberg, S3A (jars/pom.xml)
+    except FileNotFoundError as error:
+        raise SystemExit(str(error)) from error
     log4j = config.root / "conf" / "log4j2.properties"
     settings = {
         "spark.app.name": "cdc-lakehouse-thrift",
@@ -92,9 +95,9 @@ def thrift_settings(config: ClusterConfig, environ: os._Environ[str] | dict[str,
         "spark.driver.host": HOST,
         "spark.driver.bindAddress": HOST,
         "spark.driver.memory": config.driver_memory,
-        "spark.driver.extraClassPath": f"{iceberg}:{POSTGRES_JDBC_JAR}",
+        "spark.driver.extraClassPath": f"{jars}:{POSTGRES_JDBC_JAR}",
         "spark.driver.extraJavaOptions": f"{ownership_marker(config)} -Dlog4j2.configurationFile=file:{log4j}",
-        "spark.executor.extraClassPath": str(iceberg),
+        "spark.executor.extraClassPath": jars,
         "spark.executor.memory": config.executor_memory,
         "spark.cores.max": str(config.worker_cores),
         "spark.ui.port": str(config.ports["CDC_THRIFT_UI_PORT"]),

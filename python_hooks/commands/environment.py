@@ -10,10 +10,7 @@ from python_hooks.project import env
 def env_lines(shell: bool) -> list[str]:
     """NAME=value lines (`shell`, for scripts), or a table: name, value, where it comes from."""
     if shell:
-        return [
-            f"{name}={os.environ.get(name, '')}"
-            for name in [*env.defaults(), "CDC_TARGET", "ICEBERG_SPARK_RUNTIME_JAR"]
-        ]
+        return [f"{name}={os.environ.get(name, '')}" for name in [*env.defaults(), "CDC_TARGET", *env.JAR_VARIABLES]]
     rows = env.describe()
     lines = [
         "where each value comes from: environment = you set it, default = python_hooks/project/env.py "

@@ -1,4 +1,4 @@
-"""Runtime environment for dbt and the hooks: paths, the Iceberg jar, the dbt profile.
+"""Runtime environment for dbt and the hooks: paths, the jars Spark loads, the dbt profile.
 
 The dbt profile (profiles/profiles.yml) reads everything machine-specific from environment
 variables. This module gives each one a default, so that `dbt run` works in the project's venv
@@ -10,7 +10,12 @@ with nothing exported:
     CDC_WAREHOUSE              <project>/data/warehouse     (Iceberg tables + Derby metastore)
                                <project>/data/cluster/warehouse  when CDC_TARGET=cluster (the
                                cluster's tables, its metastore is in PostgreSQL)
-    ICEBERG_SPARK_RUNTIME_JAR  found in the installed snowpark-connect-deps-iceberg package
+    ICEBERG_SPARK_RUNTIME_JAR  <project>/jars/lib/iceberg-spark-runtime-3.5_2.12-<version>.jar
+    CDC_AWS_JARS               the other jars of jars/lib/, comma-separated: iceberg-aws-bundle
+                               (S3FileIO), hadoop-aws and aws-java-sdk-bundle (s3a:// paths)
+
+The jars are the ones jars/pom.xml pins (`make install` copies them from Maven Central into
+jars/lib/); this module reads the pom for their file names, so a version changes in one place.
 
 Values the user set win; relative paths are made absolute (Spark resolves a relative table
 location against the warehouse, not the working directory). `make` installs a `.pth` file into
@@ -27,11 +32,12 @@ and every `python -m python_hooks <command>` and the dbt commands that touch the
 
 from __future__ import annotations
 
-import importlib.util
+import functools
 import os
 import re
 import sys
 import sysconfig
+import xml.etree.ElementTree as ElementTree
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
@@ -39,8 +45,13 @@ from python_hooks.project import embedded_lock
 from python_hooks.project.dbt_args import target_of
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-ICEBERG_JAR_PACKAGE = "snowpark_connect_deps_iceberg"
-ICEBERG_JAR_NAME = "iceberg-spark-runtime-3.5_2.12-1.9.2.jar"
+JARS_POM = PROJECT_ROOT / "jars" / "pom.xml"
+JARS_DIR = PROJECT_ROOT / "jars" / "lib"
+# Variable -> the artifacts of jars/pom.xml it names (the profile's spark.jars joins the variables).
+JAR_VARIABLES = {
+    "ICEBERG_SPARK_RUNTIME_JAR": ("iceberg-spark-runtime-3.5_2.12",),
+    "CDC_AWS_JARS": ("iceberg-aws-bundle", "hadoop-aws", "aws-java-sdk-bundle"),
+}
 PTH_NAME = "cdc_lakehouse.pth"
 DEFAULTED = "CDC_DEFAULTED"  # the names apply_defaults() filled in, comma-separated
 SECRET = "CDC_ERASURE_SECRET"  # shown as set or not, never its value
@@ -54,6 +65,7 @@ VARIABLES = [
     "CDC_WAREHOUSE",
     "CDC_SCHEMA",
     "ICEBERG_SPARK_RUNTIME_JAR",
+    "CDC_AWS_JARS",
     SECRET,
 ]
 # dbt commands that open the warehouse or read the landing zone: a plain `dbt <command>` in the venv
@@ -63,21 +75,53 @@ DBT_WAREHOUSE_COMMANDS = frozenset(
 )
 
 
-def find_iceberg_jar(environ: Mapping[str, str] = os.environ) -> Path:
-    """Path of Iceberg's Spark 3.5 / Scala 2.12 runtime jar; ICEBERG_SPARK_RUNTIME_JAR wins."""
-    override = environ.get("ICEBERG_SPARK_RUNTIME_JAR")
-    if override:
-        return Path(override).resolve()
-    spec = importlib.util.find_spec(ICEBERG_JAR_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            f"Python package {ICEBERG_JAR_PACKAGE!r} is not installed: run `make install`, "
-            "or set ICEBERG_SPARK_RUNTIME_JAR to an iceberg-spark-runtime-3.5_2.12 jar."
-        )
-    jar = Path(next(iter(spec.submodule_search_locations))) / "jars" / ICEBERG_JAR_NAME
-    if not jar.is_file():
-        raise FileNotFoundError(f"{jar} is missing from the installed {ICEBERG_JAR_PACKAGE} package")
-    return jar
+@functools.cache
+def pinned_jars(pom: Path = JARS_POM) -> dict[str, str]:
+    """artifactId -> the file name `mvn dependency:copy-dependencies` gives it (artifactId-version.jar),
+    for every dependency of jars/pom.xml, its ${properties} filled in."""
+    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
+    root = ElementTree.parse(pom).getroot()
+    properties = {element.tag.split("}")[-1]: element.text or "" for element in root.iterfind("m:properties/*", ns)}
+    jars = {}
+    for dependency in root.iterfind("m:dependencies/m:dependency", ns):
+        artifact = dependency.findtext("m:artifactId", "", ns)
+        version = re.sub(r"\$\{([^}]+)\}", lambda m: properties[m.group(1)], dependency.findtext("m:version", "", ns))
+        jars[artifact] = f"{artifact}-{version}.jar"
+    return jars
+
+
+def default_jars(name: str) -> str:
+    """The default of a JAR_VARIABLES variable: its jars in jars/lib/, comma-separated. Raises
+    FileNotFoundError, in one line that says to run `make install`, when one is missing."""
+    try:
+        pinned = pinned_jars()
+    except (OSError, SyntaxError, KeyError) as error:  # SyntaxError: ElementTree's ParseError
+        raise FileNotFoundError(f"{JARS_POM} is not readable ({error}): see `git status`") from error
+    jars = [JARS_DIR / pinned[artifact] for artifact in JAR_VARIABLES[name]]
+    missing = [jar.name for jar in jars if not jar.is_file()]
+    if missing:
+        where = "is missing" if not JARS_DIR.is_dir() else f"lacks {', '.join(missing)}"
+        raise FileNotFoundError(f"{JARS_DIR} {where}: run `make install` (it copies the jars of jars/pom.xml)")
+    return ",".join(str(jar) for jar in jars)
+
+
+def spark_jars(environ: Mapping[str, str] = os.environ) -> list[Path]:
+    """Every jar Spark needs, the Iceberg runtime first: each JAR_VARIABLES variable's value (yours
+    wins), else its default. Raises FileNotFoundError (see default_jars)."""
+    jars = []
+    for name in JAR_VARIABLES:
+        value = environ.get(name) or default_jars(name)
+        jars += [Path(jar).resolve() for jar in value.split(",") if jar]
+    return jars
+
+
+def jars_problem(environ: Mapping[str, str] = os.environ) -> str | None:
+    """Why Spark would start without its jars (one line), or None."""
+    try:
+        spark_jars(environ)
+    except FileNotFoundError as error:
+        return str(error)
+    return None
 
 
 def defaults(target: str = "local") -> dict[str, str]:
@@ -97,9 +141,9 @@ def _defaulted(environ: Mapping[str, str]) -> list[str]:
 
 def _default_values(name: str) -> set[str]:
     """Every value apply_defaults() may have written for `name` (the path defaults of both targets)."""
-    if name == "ICEBERG_SPARK_RUNTIME_JAR":
+    if name in JAR_VARIABLES:
         try:
-            return {str(find_iceberg_jar({}))}
+            return {default_jars(name)}
         except FileNotFoundError:
             return set()
     return {os.path.abspath(defaults(target)[name]) for target in ("local", "cluster") if name in defaults(target)}
@@ -122,13 +166,14 @@ def apply_defaults(environ: MutableMapping[str, str] = os.environ) -> None:
             filled.append(name)
         else:
             environ[name] = os.path.abspath(environ[name])
-    if not environ.get("ICEBERG_SPARK_RUNTIME_JAR") or _is_default("ICEBERG_SPARK_RUNTIME_JAR", environ):
-        environ.pop("ICEBERG_SPARK_RUNTIME_JAR", None)
-        try:
-            environ["ICEBERG_SPARK_RUNTIME_JAR"] = str(find_iceberg_jar(environ))
-            filled.append("ICEBERG_SPARK_RUNTIME_JAR")
-        except FileNotFoundError:
-            pass  # the profile then fails with a message naming the variable
+    for name in JAR_VARIABLES:
+        if not environ.get(name) or _is_default(name, environ):
+            environ.pop(name, None)
+            try:
+                environ[name] = default_jars(name)
+                filled.append(name)
+            except FileNotFoundError:
+                pass  # banner() says to run `make install`; the profile names the variable
     if filled:
         environ[DEFAULTED] = ",".join(filled)
     else:
@@ -162,7 +207,8 @@ def describe(environ: Mapping[str, str] = os.environ) -> list[tuple[str, str, st
 
 def banner(environ: Mapping[str, str] = os.environ) -> str:
     """One line: the target, where it connects (cluster), the warehouse and landing zone (marked
-    "(default)" when env.py chose them) and the schema. Never raises."""
+    "(default)" when env.py chose them) and the schema; on the embedded target, what to do when
+    Spark's jars are missing. Never raises."""
     try:
         rows = {name: (value, source) for name, value, source in describe(environ)}
 
@@ -179,7 +225,8 @@ def banner(environ: Mapping[str, str] = os.environ) -> str:
             f"landing {path('CDC_LANDING_ROOT')}",
             f"schema {rows['CDC_SCHEMA'][0]}",
         ]
-        return " | ".join(parts)
+        problem = jars_problem(environ) if _target(environ) == "local" else None
+        return " | ".join(parts + ([problem] if problem else []))
     except Exception as error:  # noqa: BLE001 - a banner never stops a command
         return f"target {environ.get('CDC_TARGET') or 'local'} (environment not readable: {error})"
 

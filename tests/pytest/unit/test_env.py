@@ -186,15 +186,63 @@ def test_env_command_says_where_the_warehouse_comes_from(tmp_path):
 
 
 def test_env_shell_prints_the_old_lines_and_no_banner(tmp_path):
-    shell = _env_command("--shell", CDC_WAREHOUSE=str(tmp_path / "wh"))
+    shell = _env_command("--shell", CDC_WAREHOUSE=str(tmp_path / "wh"), CDC_S3_DIR=str(tmp_path / "no-s3"))
     assert shell.stderr == ""
+    jars = PROJECT / "jars" / "lib"
     assert shell.stdout.splitlines() == [
         f"DBT_PROFILES_DIR={PROJECT / 'profiles'}",
         f"CDC_LANDING_ROOT={PROJECT / 'data' / 'landing'}",
         f"CDC_WAREHOUSE={tmp_path / 'wh'}",
         "CDC_TARGET=",
-        f"ICEBERG_SPARK_RUNTIME_JAR={env.find_iceberg_jar({})}",
+        f"ICEBERG_SPARK_RUNTIME_JAR={jars / 'iceberg-spark-runtime-3.5_2.12-1.9.2.jar'}",
+        f"CDC_AWS_JARS={jars / 'iceberg-aws-bundle-1.9.2.jar'},{jars / 'hadoop-aws-3.3.4.jar'},"
+        f"{jars / 'aws-java-sdk-bundle-1.12.262.jar'}",
     ]
+
+
+# ------------------------------------------------------------------------------------------ the jars
+
+
+def test_every_jar_of_the_pom_is_named_by_one_variable_and_none_brings_another_hadoop():
+    """jars/pom.xml owns the pins; env.py's JAR_VARIABLES names each artifact once. S3A's jars match
+    the Hadoop client pyspark ships (hadoop-client-api-<version>.jar)."""
+    import pyspark
+
+    pinned = env.pinned_jars()
+    named = [artifact for artifacts in env.JAR_VARIABLES.values() for artifact in artifacts]
+    assert sorted(named) == sorted(pinned), "each jar of jars/pom.xml belongs to exactly one variable"
+    hadoop = sorted(Path(pyspark.__file__).parent.joinpath("jars").glob("hadoop-client-api-*.jar"))
+    assert [jar.name for jar in hadoop] == [pinned["hadoop-aws"].replace("hadoop-aws", "hadoop-client-api")]
+    assert pinned["iceberg-spark-runtime-3.5_2.12"] == "iceberg-spark-runtime-3.5_2.12-1.9.2.jar"
+
+
+def test_a_missing_jar_folder_says_in_one_line_to_run_make_install(tmp_path, monkeypatch):
+    monkeypatch.setattr(env, "JARS_DIR", tmp_path / "lib")
+    with pytest.raises(FileNotFoundError) as raised:
+        env.spark_jars({})
+    message = str(raised.value)
+    assert "\n" not in message and f"{tmp_path / 'lib'} is missing: run `make install`" in message
+    environ: dict[str, str] = {}
+    env.apply_defaults(environ)  # never raises: the jars stay unset and the banner says what to do
+    assert not {"ICEBERG_SPARK_RUNTIME_JAR", "CDC_AWS_JARS"} & set(environ)
+    assert env.banner(environ).endswith(f"| {message}")
+    (tmp_path / "lib").mkdir()
+    assert "lacks iceberg-spark-runtime-3.5_2.12-1.9.2.jar" in env.jars_problem({})
+
+
+def test_the_iceberg_runtime_variable_overrides_the_jar_folder_and_says_so(tmp_path):
+    mine = tmp_path / "iceberg-spark-runtime-3.5_2.12-9.9.jar"
+    environ = {"ICEBERG_SPARK_RUNTIME_JAR": str(mine)}
+    env.apply_defaults(environ)
+    jars = env.spark_jars(environ)
+    assert jars[0] == mine and [jar.name for jar in jars[1:]] == [
+        "iceberg-aws-bundle-1.9.2.jar",
+        "hadoop-aws-3.3.4.jar",
+        "aws-java-sdk-bundle-1.12.262.jar",
+    ]
+    sources = _sources(environ)
+    assert sources["ICEBERG_SPARK_RUNTIME_JAR"] == (str(mine), "environment")
+    assert sources["CDC_AWS_JARS"][1] == "default"
 
 
 def _start_up_hook_installed() -> bool:
