@@ -5,6 +5,7 @@
 #   make maintain  table maintenance: compaction, manifests, snapshot expiry, orphan files
 #   make test   every test
 #   make cluster-up / cluster-down / cluster-status   the shared target on this machine (CDC_TARGET=cluster)
+#   make s3-up / s3-down / s3-status   a local S3 server (SeaweedFS) on 127.0.0.1, data in data/s3
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
@@ -17,7 +18,7 @@ BIN := $(VENV)/bin
 export DBT_PROFILES_DIR := $(CURDIR)/profiles
 
 .PHONY: help install check-java system-packages cluster-packages demo run status maintain test faults bench lint docs docs-serve clean \
-	cluster-up cluster-down cluster-status
+	cluster-up cluster-down cluster-status s3-up s3-down s3-status
 
 SQL_PATHS := $(wildcard models snapshots tests analyses)
 DOCS_PORT ?= 8080
@@ -36,6 +37,8 @@ help:
 	@echo "make cluster-up      start the shared target: PostgreSQL metastore, Spark master + worker, Thrift Server"
 	@echo "make cluster-down    stop it;  make cluster-status  what runs"
 	@echo "                     then CDC_TARGET=cluster make run|demo, or dbt ... --target cluster"
+	@echo "make s3-up   start a local S3 server (SeaweedFS) on 127.0.0.1:$(or $(CDC_S3_PORT),8333), data in data/s3, a bucket made"
+	@echo "make s3-down stop it;  make s3-status  what runs, where;  .venv/bin/python -m python_hooks s3 env  its AWS_* variables"
 	@echo "make clean   remove run outputs (data/, target/, logs/)"
 
 $(BIN)/python:
@@ -96,6 +99,17 @@ cluster-down: install
 
 cluster-status: install
 	@CDC_TARGET=cluster $(BIN)/python -m python_hooks cluster status
+
+# A local S3 server (python_hooks/objectstore/; README "Object storage"): port, bucket and keys from
+# CDC_S3_PORT, CDC_S3_BUCKET, AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY.
+s3-up: install
+	$(BIN)/python -m python_hooks s3 up
+
+s3-down: install
+	$(BIN)/python -m python_hooks s3 down
+
+s3-status: install
+	@$(BIN)/python -m python_hooks s3 status
 
 demo: install check-java
 	CDC_SAMPLE_TIMES=now $(BIN)/python -m sample_data.demo

@@ -13,8 +13,12 @@ docs            the dbt docs site with live row counts, and the docs coverage ch
 cluster up      start the shared target on this machine: PostgreSQL metastore, Spark, Thrift Server
 cluster down    stop what `cluster up` started
 cluster status  what runs, on which ports, and the locks held in the metastore
+s3 up           start a local S3 server (SeaweedFS) on 127.0.0.1, make the bucket
+s3 down         stop it
+s3 status       what runs, where, and whether the bucket answers
+s3 env          `export` lines of the AWS variables that reach it (env --shell lists them too)
 
-Every command but `env --shell` and `write-pth` first prints one line on stderr (stdout stays the
+Every command but `env --shell`, `s3 env` and `write-pth` first prints one line on stderr (stdout stays the
 command's own output): the target, the warehouse and the landing zone, "(default)" where
 python_hooks/project/env.py chose them, and the schema. Each command is a few lines here; its work
 is in python_hooks/commands/ and the packages below it (python_hooks/__init__.py).
@@ -31,6 +35,7 @@ from pathlib import Path
 import click
 
 from python_hooks import cluster as shared_target
+from python_hooks import objectstore
 from python_hooks.commands.add_source import run_add_source
 from python_hooks.commands.docs import build_docs
 from python_hooks.commands.environment import env_lines
@@ -68,8 +73,8 @@ class _Commands(click.Group):
         return name, command, rest
 
 
-# No banner: output read by scripts (`env --shell`), and the venv's set-up (`write-pth`).
-_QUIET = {("env", "--shell"), ("write-pth", None)}
+# No banner: output read by scripts (`env --shell`, `s3 env`), and the venv's set-up (`write-pth`).
+_QUIET = {("env", "--shell"), ("write-pth", None), ("s3", "env")}
 
 # The options several commands share, declared once.
 target_option = click.option(
@@ -193,6 +198,36 @@ def cluster_down() -> None:
 @cluster.command("status", help="What runs; exits 1 unless every part does.")
 def cluster_status() -> None:
     sys.exit(0 if shared_target.status(shared_target.config_from_env()) else 1)
+
+
+@main.group(help="A local S3 server on this machine (python_hooks/objectstore/, README: Object storage).")
+def s3() -> None:
+    pass
+
+
+@s3.command("up", help="Start SeaweedFS on 127.0.0.1:$CDC_S3_PORT (8333), data in $CDC_S3_DIR, make the bucket.")
+def s3_up() -> None:
+    objectstore.up(objectstore.config_from_env())
+
+
+@s3.command("down", help="Stop what `s3 up` started, by PID.")
+def s3_down() -> None:
+    objectstore.down(objectstore.config_from_env())
+
+
+@s3.command("status", help="What runs and where; exits 1 unless it runs and answers.")
+def s3_status() -> None:
+    sys.exit(0 if objectstore.status(objectstore.config_from_env()) else 1)
+
+
+@s3.command("env", help='`export` lines of the AWS variables that reach it: eval "$(python -m python_hooks s3 env)".')
+def s3_env() -> None:
+    lines = env_lines(shell=True, only_s3=True)
+    if not lines:
+        logging.getLogger("python_hooks").error("the local S3 server does not run: make s3-up")
+        sys.exit(1)
+    for line in lines:
+        click.echo(f"export {line}")
 
 
 @main.command("docs")

