@@ -18,7 +18,7 @@ BIN := $(VENV)/bin
 export DBT_PROFILES_DIR := $(CURDIR)/profiles
 
 .PHONY: help install check-java system-packages cluster-packages demo run status maintain test faults bench lint docs docs-serve clean \
-	cluster-up cluster-down cluster-status s3-up s3-down s3-status
+	cluster-up cluster-down cluster-status s3-up s3-down s3-status bench-scale
 
 SQL_PATHS := $(wildcard models snapshots tests analyses)
 DOCS_PORT ?= 8080
@@ -33,7 +33,7 @@ help:
 	@echo "make lint    sqlfluff, ruff, the import layers of python_hooks and the pre-commit checks"
 	@echo "make docs    build the dbt docs site (target/index.html and target/static_index.html)"
 	@echo "make docs-serve  serve it on http://localhost:$(DOCS_PORT)"
-	@echo "make bench   the benchmark (bench/README.md)"
+	@echo "make bench   the benchmark (bench/README.md); make bench-scale: M and Z at 200 tables"
 	@echo "make cluster-up      start the shared target: PostgreSQL metastore, Spark master + worker, Thrift Server"
 	@echo "make cluster-down    stop it;  make cluster-status  what runs"
 	@echo "                     then CDC_TARGET=cluster make run|demo, or dbt ... --target cluster"
@@ -135,6 +135,11 @@ faults: install check-java
 # The benchmark (bench/README.md): 5M rows and 1% batches by default; BENCH_ROWS etc. to scale it.
 bench: install check-java
 	$(BIN)/python -m bench
+
+# M and Z at a team's scale: 200 tables of 10,000 rows, 100 changes each (bench/results/scale/latest.md).
+bench-scale: install check-java
+	BENCH_STAGES=many,idle BENCH_MANY_TABLES=200 BENCH_MANY_ROWS=10000 BENCH_MANY_BATCH=100 \
+	  BENCH_RESULTS=$(CURDIR)/bench/results/scale $(BIN)/python -m bench
 
 lint: install
 	$(BIN)/ruff check .

@@ -63,7 +63,7 @@ class SqlProfile:
             self.statements[-1].end = at
 
 
-# What each statement of a cdc_merge run is for: first matching rule wins (see macros/cdc/*.sql).
+# What each statement of a current-state batch is for: first matching rule wins (see macros/cdc/*.sql).
 MERGE_INTO = "merge: write target (INSERT, MERGE INTO, branch publish)"
 CATEGORIES: list[tuple[str, str]] = [
     (MERGE_INTO, r"^merge into |^insert into (?!\S*_cdc_meta\.)|fast_forward|^alter table \S+ (create|drop) branch"),
@@ -121,7 +121,7 @@ def breakdown(statements: list[Statement], wall: float) -> dict:
 
 
 def merge_step_seconds(statements: list[Statement]) -> float:
-    """The cdc_merge strategy's work on the batch: from reading the pinned batch
+    """cdc_apply_batch's work on the batch: from reading the pinned batch
     (`cache table ..__cdc_changes`) to the end of its last write to the target (INSERT,
     MERGE INTO, branch publish; the last one's execute time only)."""
     categories = [categorise(s.sql) for s in statements]

@@ -101,8 +101,8 @@ def measure(
             record.extra = {"scan_key_column_seconds": round(scan, 3), "write_batch_seconds": round(write, 3)}
     stock_result = stock.measure(run, data, before, label) if stock_peer else None
     if compact:
-        # The project's own compaction (macros/cdc/maintenance.sql), forced: what a batch's
-        # post-hook does once the deletes pass the model's cdc_compaction thresholds.
+        # The project's own compaction (macros/cdc/maintenance.sql), forced: what a batch
+        # does once the deletes pass the model's cdc_compaction thresholds.
         live_rows = run.checks[-1]["actual"]["rows"]
         with stage(f"{label}: compaction", rows=live_rows) as record:
             run.dbt("run-operation", "cdc_compact_current_state", "--args", json.dumps({"select": [model]}))

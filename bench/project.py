@@ -4,7 +4,7 @@ Built in the work folder at every run from the main project's current files (cop
 bench's project has relative paths only, as dbt's partial parsing expects), so that tuning the
 project tunes the benchmark:
   - `dbt_project.yml` is the main one (same name, so the same `models: cdc_lakehouse:` folder
-    configs apply: `current_state/` gets the cdc_merge strategy, its tblproperties, ...), with only
+    configs apply: `current_state/` gets the cdc_current_state materialization, its tblproperties, ...), with only
     the paths changed: models from bench/dbt/models, macros from the project's macros;
   - `profiles/` is the main profile (same Spark settings: driver memory, shuffle partitions, ...);
   - the bench models are what users write: a source yml, a one-line staging model calling

@@ -32,7 +32,7 @@ GOALS = {
 DEFINITIONS = {
     "R1": "incremental batch (dbt run, warm session) / full refresh of the same table from all raw files",
     "R2": "incremental batch (dbt run) / hand-written job (SQL: dedup + MERGE INTO) on the same batch and table state",
-    "R3": "merge step (cdc_merge from reading the pinned batch to the end of its writes to the target) / floor "
+    "R3": "merge step (cdc_apply_batch from reading the pinned batch to the end of its writes to the target) / floor "
     "(scan the target's key column + write the batch's rows as Parquet)",
     "R4": "incremental batch (dbt run) / stock dbt-spark incremental model (merge strategy, unique_key, raw DMS "
     "folder filtered on max(last_update_time), last change per key) on the same batch and table state",

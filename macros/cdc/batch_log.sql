@@ -1,7 +1,7 @@
 {#- The batch log, `<schema>_cdc_meta.cdc_batch_log`: one row per current-state model per run that
     had raw files to apply, written by the model's own batch (docs: models/pipeline/_cdc_meta__sources.yml).
 
-    What a batch did, counted by the same queries that apply it (macros/cdc/merge.sql):
+    What a batch did, counted by the same queries that apply it (macros/cdc/merge.sql, validation.sql):
       - every change event of the batch's files is counted once, by what became of it: a truncate;
         superseded by a newer change of its key in the batch; a copy of another event of the batch
         (re-delivered); older than a truncate (ignored_truncated); older than its key's delete
@@ -91,7 +91,6 @@
     {%- set outcome = cdc_batch_view(target, 'outcome') -%}
     {%- set counted = ['rows_inserted', 'rows_updated', 'rows_deleted', 'ignored_older', 'ignored_redelivered',
         'ignored_tombstoned', 'ignored_truncated', 'superseded', 'deletes_without_row', 'truncates'] -%}
-    {%- set snapshot = cdc_current_snapshot(target) -%}
     {%- set sql -%}
         insert into {{ cdc_meta_relation('cdc_batch_log') }}
         select
@@ -122,7 +121,7 @@
             outcome.newest_commit_at,
             (unix_micros(current_timestamp()) - unix_micros(outcome.newest_commit_at)) / 1e6 as lag_seconds,
         {%- endif %}
-            cast({{ snapshot if snapshot is not none else 'null' }} as bigint) as snapshot_id
+            (select max(refs.snapshot_id) from {{ target }}.refs as refs where refs.name = 'main') as snapshot_id
         from (
             select
                 first(build_mode) as build_mode,

@@ -1,28 +1,19 @@
 {#- Current-state models: one Iceberg table per source table, kept equal to the replay of every
-    change event, through the `cdc_merge` incremental strategy. A model is one line:
+    change event by the `cdc_current_state` materialization (materialization.sql). A model is one
+    line:
 
         {{ cdc_current_state('stg_crm__customer_master', unique_key=['customer_id']) }}
 
-    How a run works (see docs/ARCHITECTURE.md):
-      1. render  list the raw files not yet in the ledger (the folder's listing minus the model's
-                 ledger rows), pin them by name in the batch views, and read only those files: the
-                 staging model's SQL over them (a batch's cost follows its files, not the folder's
-                 history);
-      2. main    first build / --full-refresh: create the empty table (the model selects no row);
-                 incremental: `get_incremental_cdc_merge_sql` merges the batch;
-      3. hook    `cdc_finish_batch`: on a first build, insert the whole batch now; then record the
-                 batch's deletes as tombstones, its row in the batch log (batch_log.sql) and its
-                 files in the ledger, drop the batch views, and compact the table when its delete
-                 files call for it (maintenance.sql). -#}
+    Its SQL says what the table is made of (the staging model's change events); the
+    materialization reads only the batch's new files and applies them (docs/ARCHITECTURE.md). -#}
 
 {% macro cdc_current_state(staging_model, unique_key) %}
     {{ config(
-        materialized='incremental',
-        incremental_strategy='cdc_merge',
+        materialized='cdc_current_state',
         file_format='iceberg',
         unique_key=unique_key,
         on_schema_change='append_new_columns',
-        post_hook="{{ cdc_finish_batch() }}",
+        cdc_staging_model=staging_model,
     ) }}
     {%- set events = ref(staging_model) -%}
     {%- if execute and model.resource_type == 'unit_test' -%}
@@ -31,21 +22,6 @@
         {%- set empty_table = '(select * from ' ~ events ~ ' where false)' -%}
         {%- set table_before = this if this is not none and is_incremental() else empty_table %}
 {{ cdc_merge_result_sql(table_before, events, cdc_unit_test_tombstones(), cdc_key_columns(unique_key, model.name)) }}
-    {%- elif execute -%}
-        {%- set full_build = not is_incremental() -%}
-        {%- set batch = cdc_stage_batch(this, staging_model, events, full_build) -%}
-        {%- do cdc_fault_point('after_pin') -%}
-        {%- if batch.events_view is none %}
-select * from {{ this }} where false
-        {%- else %}
-select
-    *,
-    {{ cdc_run_timestamp() }} as _cdc_applied_at
-from {{ batch.events_view }}
-        {%- if full_build %}
-where false
-        {%- endif %}
-        {%- endif %}
     {%- else %}
 select
     *,
@@ -139,10 +115,13 @@ from {{ events }}
         {%- set batch_sql = 'select * from ' ~ events
             ~ (' where _cdc_source_file in (' ~ cdc_sql_string_list(files) ~ ')' if files else ' where false') -%}
     {%- else -%}
-        {%- set pending = cdc_landing_pending(reader.source, target.identifier) -%}
+        {%- set pending = cdc_planned_files(reader.source, target.identifier) -%}
+        {%- if pending is none -%}
+            {%- set pending = cdc_landing_pending(reader.source, target.identifier) -%}
+        {%- endif -%}
         {%- set files = pending | map(attribute='name') | list -%}
         {%- for file in pending -%}
-            {#- The count of each file's change events comes from the batch itself (cdc_finish_batch). -#}
+            {#- The count of each file's change events comes from the batch itself (the merge's aggregate). -#}
             {%- do rows.append('(' ~ cdc_sql_string(file.name) ~ ', cast(null as bigint), ' ~ cdc_sql_string(mode) ~ ')') -%}
         {%- endfor -%}
         {%- if files -%}
@@ -172,51 +151,16 @@ from {{ events }}
             ~ ' as select *, ' ~ cdc_row_hash(business) ~ ' as _cdc_row_hash from (' ~ batch_sql ~ ') as batch'
         ) -%}
     {%- endif -%}
-    {#- Nothing new: the model selects no row, with the table's own columns (no raw file is read). -#}
-    {{ return({'files': files, 'events_view': events_view if files or full_build else none, 'files_view': files_view}) }}
-{% endmacro %}
-
-
-{% macro cdc_finish_batch() %}
-    {#- Post-hook of every current-state model. -#}
-    {%- if execute -%}
-        {%- set files_view = cdc_batch_view(this, 'batch_files') -%}
-        {%- set batch = run_query('select file_name, change_events, build_mode from ' ~ files_view) -%}
-        {%- set model_name = cdc_sql_string(this.identifier) -%}
-        {%- if batch.rows[0][2] == 'full' -%}
-            {#- First build or --full-refresh: the table was created empty; apply everything. -#}
-            {%- do cdc_execute('delete from ' ~ cdc_meta_relation('cdc_file_ledger') ~ ' where model_name = ' ~ model_name) -%}
-            {%- do cdc_execute('delete from ' ~ cdc_meta_relation('cdc_tombstones') ~ ' where model_name = ' ~ model_name) -%}
-            {%- do cdc_execute(cdc_merge_batch_sql(this, cdc_batch_view(this, 'events'), config.get('unique_key'), into_empty=true)) -%}
-        {%- endif -%}
-        {%- if batch.rows[0][0] is not none -%}
-            {%- if batch.rows[0][2] == 'full' -%}
-                {%- set last = cdc_last_changes(cdc_batch_view(this, 'changes')) -%}
-                {%- if run_query('select deletes_without_row from ' ~ cdc_batch_view(this, 'outcome')).columns[0].values()[0] > 0 -%}
-                    {%- do cdc_record_tombstones(this, last) -%}
-                {%- endif -%}
-            {%- endif -%}
-            {#- The batch log's row, after the table's commit and before the ledger's (batch_log.sql). -#}
-            {%- do cdc_log_batch(this, files_view) -%}
-            {#- Files whose count the listing did not give: counted by the merge's aggregate of the
-                batch (outcome.file_events; a file with no row is recorded too, with 0). -#}
-            {%- set counted = batch.rows[0][1] is not none -%}
-            {%- do cdc_execute(
-                'insert into ' ~ cdc_meta_relation('cdc_file_ledger')
-                ~ ' select ' ~ model_name ~ ', files.file_name, '
-                ~ ('files.change_events' if counted else 'coalesce(outcome.file_events[files.file_name], 0)') ~ ', '
-                ~ cdc_sql_string(invocation_id) ~ ', current_timestamp() from ' ~ files_view ~ ' as files'
-                ~ ('' if counted else ' cross join ' ~ cdc_batch_view(this, 'outcome') ~ ' as outcome')
-            ) -%}
-        {%- endif -%}
-        {%- do cdc_drop_batch_views(this) -%}
-        {%- if batch.rows[0][2] != 'full' and batch.rows[0][0] is not none -%}
-            {%- set compaction = cdc_compaction_settings() -%}  {#- maintenance.sql -#}
-            {%- do cdc_compact(this, compaction) -%}
-            {%- do cdc_compact_meta(this.identifier, compaction) -%}
-        {%- endif -%}
-    {%- endif -%}
-    select 1
+    {#- Nothing new: no events view (no raw file is read). `counted`: the files view holds each
+        file's change events (else the merge counts them: outcome.file_events). -#}
+    {{ return({
+        'files': files,
+        'events_view': events_view if files or full_build else none,
+        'events_relation': events_view,
+        'files_view': files_view,
+        'columns': (business + ['_cdc_row_hash']) if files or full_build else [],
+        'counted': full_build or reader is none,
+    }) }}
 {% endmacro %}
 
 

@@ -100,6 +100,25 @@
 {%- endmacro %}
 
 
+{% macro cdc_planned_files(node, model_name) -%}
+    {#- The raw files `make run` listed for `model_name` before dbt started (CDC_RUN_PLAN, written by
+        python_hooks/commands/run.py from landing/pending.py: the folder's files minus the ledger's, the
+        same rule as cdc_landing_pending), as [{name, path}], or none when the run has no plan for
+        it (a plain `dbt run`, a shared target, a folder on an object store): then the model lists
+        them itself. -#}
+    {%- set plan = fromjson(env_var('CDC_RUN_PLAN', '{}')) -%}
+    {%- set entry = plan.get(model_name) -%}
+    {%- if entry is none or entry.folder != cdc_landing_folder(node) -%}
+        {{ return(none) }}
+    {%- endif -%}
+    {%- set files = [] -%}
+    {%- for file in entry.files -%}
+        {%- do files.append({'name': file[0], 'path': file[1]}) -%}
+    {%- endfor -%}
+    {{ return(files) }}
+{%- endmacro %}
+
+
 {% macro cdc_landing_files_glob(folder) -%}
     {#- Every Parquet file of a DMS folder as one glob: the files in it and in up to four levels of
         subfolders (DatePartitionEnabled: <yyyy>/<mm>/<dd>/[<hh>/]). A plain folder path would read

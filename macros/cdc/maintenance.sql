@@ -35,16 +35,37 @@
 {% macro cdc_delete_layout(target) -%}
     {#- Data rows, position-deleted rows and delete files behind the table's current snapshot
         (Iceberg's `files` metadata table: manifests only, no data file is read). -#}
-    {%- set result = run_query(
-        'select'
-        ~ ' coalesce(sum(case when content = 0 then record_count end), 0),'
-        ~ ' coalesce(sum(case when content = 1 then record_count end), 0),'
-        ~ ' count_if(content <> 0)'
-        ~ ' from ' ~ target ~ '.files'
-    ) -%}
-    {%- set row = result.rows[0] -%}
+    {%- set row = run_query('select ' ~ (cdc_delete_layout_sql(target) | join(', '))).rows[0] -%}
+    {{ return(cdc_delete_layout_of(row)) }}
+{%- endmacro %}
+
+
+{% macro cdc_delete_layout_sql(target) -%}
+    {%- set parts = [] -%}
+    {%- for aggregate in [
+            'coalesce(sum(case when content = 0 then record_count end), 0)',
+            'coalesce(sum(case when content = 1 then record_count end), 0)',
+            'count_if(content <> 0)'] -%}
+        {%- do parts.append('(select ' ~ aggregate ~ ' from ' ~ target ~ '.files)') -%}
+    {%- endfor -%}
+    {{ return(parts) }}
+{%- endmacro %}
+
+
+{% macro cdc_delete_layout_of(row) -%}
     {{ return({'data_rows': row[0] | int, 'deleted_rows': row[1] | int, 'delete_files': row[2] | int}) }}
 {%- endmacro %}
+
+
+{% macro cdc_upkeep_after_batch(target, settings) %}
+    {#- After a batch: the table's delete layout and the model's files in the meta tables in one
+        query, then whatever compaction is due (cdc_compact, cdc_compact_meta). -#}
+    {%- if settings.enabled -%}
+        {%- set row = run_query('select ' ~ ((cdc_delete_layout_sql(target) + cdc_meta_file_counts_sql(target.identifier)) | join(', '))).rows[0] -%}
+        {%- do cdc_compact(target, settings, layout=cdc_delete_layout_of(row)) -%}
+        {%- do cdc_compact_meta(target.identifier, settings, files=row[3:]) -%}
+    {%- endif -%}
+{% endmacro %}
 
 
 {% macro cdc_compaction_due(layout, settings) -%}
@@ -59,10 +80,10 @@
 {%- endmacro %}
 
 
-{% macro cdc_compact(target, settings=none) %}
+{% macro cdc_compact(target, settings=none, layout=none) %}
     {#- Compacts `target` when due by `settings` (cdc_compaction_settings()), or whenever it has
-        delete files if settings is none; returns the layout it found. -#}
-    {%- set layout = cdc_delete_layout(target) -%}
+        delete files if settings is none; returns the layout it found (or was given). -#}
+    {%- set layout = layout if layout is not none else cdc_delete_layout(target) -%}
     {%- set due = layout.delete_files > 0 if settings is none else cdc_compaction_due(layout, settings) -%}
     {%- if due -%}
         {%- set name = cdc_sql_string(target.schema ~ '.' ~ target.identifier) -%}
@@ -89,7 +110,7 @@
     {#- `dbt run-operation cdc_compact_current_state [--args '{select: [model, ...]}']`: compacts
         every current-state table (or the selected ones) that has delete files, due or not. -#}
     {%- for node in graph.nodes.values()
-        if node.resource_type == 'model' and node.config.get('incremental_strategy') == 'cdc_merge'
+        if node.resource_type == 'model' and node.config.get('materialized') == 'cdc_current_state'
         and (select is none or node.name in select) -%}
         {%- set relation = adapter.get_relation(database=none, schema=node.schema, identifier=node.alias) -%}
         {%- if relation is not none -%}
@@ -99,19 +120,32 @@
 {% endmacro %}
 
 
-{% macro cdc_compact_meta(model_name, settings) %}
+{% macro cdc_meta_tables_compacted() -%}
+    {{ return(['cdc_tombstones', 'cdc_file_ledger', 'cdc_batch_log']) }}
+{%- endmacro %}
+
+
+{% macro cdc_meta_file_counts_sql(model_name) -%}
+    {#- The files of one model's partition of each of cdc_meta_tables_compacted(), as scalar subqueries. -#}
+    {%- set counts = [] -%}
+    {%- for identifier in cdc_meta_tables_compacted() -%}
+        {%- do counts.append(
+            '(select count(*) from ' ~ cdc_meta_relation(identifier) ~ '.files where partition.model_name = '
+            ~ cdc_sql_string(model_name) ~ ')'
+        ) -%}
+    {%- endfor -%}
+    {{ return(counts) }}
+{%- endmacro %}
+
+
+{% macro cdc_compact_meta(model_name, settings, files=none) %}
     {#- Bin-packs one model's partition of cdc_tombstones, cdc_file_ledger and cdc_batch_log once it
-        holds `meta_files` files (one per batch that wrote to it). -#}
+        holds `meta_files` files (one per batch that wrote to it); `files`: their counts, when known. -#}
     {%- if settings.enabled -%}
-        {%- set tables = ['cdc_tombstones', 'cdc_file_ledger', 'cdc_batch_log'] -%}
-        {%- set counts = [] -%}
-        {%- for identifier in tables -%}
-            {%- do counts.append(
-                '(select count(*) from ' ~ cdc_meta_relation(identifier) ~ '.files where partition.model_name = '
-                ~ cdc_sql_string(model_name) ~ ')'
-            ) -%}
-        {%- endfor -%}
-        {%- set files = run_query('select ' ~ (counts | join(', '))).rows[0] -%}
+        {%- set tables = cdc_meta_tables_compacted() -%}
+        {%- if files is none -%}
+            {%- set files = run_query('select ' ~ (cdc_meta_file_counts_sql(model_name) | join(', '))).rows[0] -%}
+        {%- endif -%}
         {%- for identifier in tables -%}
             {%- set relation = cdc_meta_relation(identifier) -%}
             {%- if files[loop.index0] >= settings.meta_files -%}

@@ -59,7 +59,7 @@ from python_hooks.project.iceberg import (
 )
 from python_hooks.project.session import Session, SessionError
 from python_hooks.project.sql import quoted_relation
-from python_hooks.project.tables import CURRENT_STATE_STRATEGY, TABLE_MATERIALIZATIONS
+from python_hooks.project.tables import CURRENT_STATE, TABLE_MATERIALIZATIONS
 from python_hooks.project.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
@@ -191,7 +191,7 @@ def maintenance_targets(
             continue
         if node.resource_type == "snapshot":
             kind = "snapshot"
-        elif config.get("incremental_strategy") == CURRENT_STATE_STRATEGY:
+        elif config.get("materialized") == CURRENT_STATE:
             kind = "current_state"
         else:
             kind = "table"

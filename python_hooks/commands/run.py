@@ -34,7 +34,7 @@ from python_hooks.commands import status
 from python_hooks.commands.summary import run_summary
 from python_hooks.evolution.apply import evolve
 from python_hooks.landing.files import empty_files, landing_files
-from python_hooks.landing.pending import idle_models, pending_files
+from python_hooks.landing.pending import PLAN_VARIABLE, idle_models, pending, pending_files, plan_environment
 from python_hooks.project import env, faults
 from python_hooks.project.dbt_args import split_shared_options
 from python_hooks.project.meta import BATCH_LOG
@@ -59,6 +59,7 @@ class Hooks:
     tables: list = field(default_factory=list)
     refusals: dict[str, list[str]] = field(default_factory=dict)
     started_at: dt.datetime | None = None
+    plan: dict[str, dict] = field(default_factory=dict)  # landing/pending.py: Pending.plan
 
 
 def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False) -> Hooks:
@@ -75,7 +76,11 @@ def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False) -> H
             "target %s, schema %s, landing %s", warehouse.target, warehouse.schema, os.environ.get("CDC_LANDING_ROOT")
         )
         tables = cdc_tables(session.manifest)
-        idle = idle_models(warehouse, tables)
+        waiting = pending(warehouse, tables)
+        idle = idle_models(tables, waiting)
+        # The files each model applies, listed once here, handed to dbt (single-writer target only: on
+        # a shared one another run may apply them meanwhile, so each model lists its own at its turn).
+        plan = waiting.plan if warehouse.single_writer else {}
         result = evolve(warehouse, session.manifest, state_dir(), skip=idle)
     for table in tables:
         for path in empty_files(table.folder):
@@ -101,7 +106,7 @@ def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False) -> H
         t.model: [p for p in result.problems if t.model in p] for t in tables if t.model in result.blocked_models
     }
     return Hooks(
-        result.ok, result.problems, result.blocked_models, idle, session.manifest, tables, refusals, started_at
+        result.ok, result.problems, result.blocked_models, idle, session.manifest, tables, refusals, started_at, plan
     )
 
 
@@ -256,6 +261,10 @@ def run_pipeline(
     given = runner.manifest if reuse else None
     if reuse:
         runner.manifest = found.manifest
+    # The run's plan: the files each model applies, as the hooks listed them (landing/pending.py).
+    given_plan = os.environ.pop(PLAN_VARIABLE, None)
+    if found.plan:
+        os.environ[PLAN_VARIABLE] = plan_environment(found.plan)
     try:
         result = runner.invoke(
             [
@@ -271,6 +280,9 @@ def run_pipeline(
     finally:
         if reuse:
             runner.manifest = given
+        os.environ.pop(PLAN_VARIABLE, None)
+        if given_plan is not None:
+            os.environ[PLAN_VARIABLE] = given_plan
     if progress is not None:
         print(f"{progress.closing()} ({time.monotonic() - started:.0f} s)", flush=True)
     if found.refusals:

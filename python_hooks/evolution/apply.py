@@ -1,6 +1,6 @@
 """Schema evolution of the current-state Iceberg tables, run before dbt (`python -m python_hooks evolve`).
 
-For every current-state model of the dbt project (incremental_strategy `cdc_merge`; found in the
+For every current-state model of the dbt project (materialized `cdc_current_state`; found in the
 manifest, through its staging model, to the source and its landing folder) it:
 
 1. reads the union schema of the table's raw files from their Parquet footers, only for files it

@@ -7,7 +7,9 @@ staging keeps for it (macros/cdc/landing.sql). No raw file is opened either way.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from python_hooks.landing.files import is_local, landing_files, probe_name
 from python_hooks.project.meta import FILE_LEDGER
@@ -39,18 +41,65 @@ def applied_files(warehouse: Warehouse, tables: Sequence[CdcTable]) -> dict[str,
     return applied
 
 
-def pending_files(warehouse: Warehouse, tables: Sequence[CdcTable]) -> dict[str, int]:
-    """model -> how many raw files its folder lists that its ledger does not: the files waiting.
-    Only models whose table exists (and, for a folder on an object store, whose listing table does)."""
+@dataclass(frozen=True)
+class Pending:
+    """What waits per current-state model: how many raw files (every model whose table exists), and,
+    for a local folder, which ones: {model identifier: {"folder": ..., "files": [[name, path relative
+    to the folder], ...]}}, oldest name first, as macros/cdc/landing.sql: cdc_landing_pending lists
+    them (the run hands this plan to dbt: `plan_environment`)."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    plan: dict[str, dict] = field(default_factory=dict)
+
+
+def pending(warehouse: Warehouse, tables: Sequence[CdcTable]) -> Pending:
+    """The files waiting: listed in the landing folder, not in the ledger. Only models whose table
+    exists (and, for a folder on an object store, whose listing table does)."""
     meta = warehouse.meta_schema
     built = [t for t in tables if warehouse.table_exists(t.schema, t.identifier)]
     if not built or not warehouse.table_exists(meta, FILE_LEDGER):
-        return {}
+        return Pending()
     local = [t for t in built if is_local(t.landing)]
     applied = applied_files(warehouse, local)
-    pending = {t.model: sum(path.name not in applied[t.identifier] for path in landing_files(t.folder)) for t in local}
+    counts: dict[str, int] = {}
+    plan: dict[str, dict] = {}
+    for table in local:
+        waiting = sorted(
+            (path.name, path.relative_to(table.folder).as_posix())
+            for path in landing_files(table.folder)
+            if path.name not in applied[table.identifier]
+        )
+        counts[table.model] = len(waiting)
+        names = [name for name, _ in waiting]
+        if waiting and len(set(names)) == len(names):  # two files of one name: the macro refuses them
+            plan[table.identifier] = {"folder": table.landing.rstrip("/"), "files": [list(w) for w in waiting]}
     remote = [t for t in built if not is_local(t.landing) and warehouse.table_exists(meta, table_probe(t))]
-    return {**pending, **_pending_in_listing_tables(warehouse, remote)}
+    return Pending({**counts, **_pending_in_listing_tables(warehouse, remote)}, plan)
+
+
+def pending_files(warehouse: Warehouse, tables: Sequence[CdcTable]) -> dict[str, int]:
+    """model -> how many raw files its folder lists that its ledger does not: the files waiting."""
+    return pending(warehouse, tables).counts
+
+
+# The run's plan reaches dbt's macros through this variable (macros/cdc/landing.sql: cdc_planned_files);
+# it stays well under what one environment variable may hold, and a table left out of it is listed by
+# the macro itself.
+PLAN_VARIABLE = "CDC_RUN_PLAN"
+PLAN_MAX_CHARS = 64_000
+
+
+def plan_environment(plan: dict[str, dict]) -> str:
+    """The plan as the JSON text of CDC_RUN_PLAN: as many tables as fit in PLAN_MAX_CHARS."""
+    kept: dict[str, dict] = {}
+    size = 2
+    for identifier, entry in plan.items():
+        text = json.dumps({identifier: entry})
+        if size + len(text) > PLAN_MAX_CHARS:
+            continue
+        kept[identifier] = entry
+        size += len(text)
+    return json.dumps(kept)
 
 
 def _pending_in_listing_tables(warehouse: Warehouse, tables: Sequence[CdcTable]) -> dict[str, int]:
@@ -73,12 +122,11 @@ def _pending_in_listing_tables(warehouse: Warehouse, tables: Sequence[CdcTable])
     return {model: int(n) for model, n in warehouse.query(" union all ".join(parts))}
 
 
-def idle_models(warehouse: Warehouse, tables: Sequence[CdcTable]) -> set[str]:
+def idle_models(tables: Sequence[CdcTable], waiting: Pending) -> set[str]:
     """The current-state models (and their staging models) with nothing to apply: the table exists
-    and every raw file its folder lists is in its ledger (`pending_files`)."""
-    pending = pending_files(warehouse, tables)
+    and every raw file its folder lists is in its ledger (`pending`)."""
     idle = set()
     for table in tables:
-        if pending.get(table.model, 1) == 0:
+        if waiting.counts.get(table.model, 1) == 0:
             idle.update({table.model, table.staging_model})
     return idle

@@ -5,7 +5,7 @@
     CDC_KILL_DELAY=<seconds>         for a `during_*` point (placed just before a statement): kill this
                                      long after the point, while the statement runs (default 1)
 
-The points inside dbt are the macro `cdc_fault_point` (macros/cdc/merge.sql): it logs
+The points inside dbt are the macro `cdc_fault_point` (macros/cdc/fault_points.sql): it logs
 "cdc: kill point <point> of <relation> reached", and `dbt_callback`, which `make run`
 (python_hooks/commands/run.py) gives its dbtRunner when CDC_KILL_AT is set, kills the process there. The
 points in Python (schema evolution) call `point()`. The kill takes the whole process group when this

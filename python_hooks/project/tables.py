@@ -1,7 +1,7 @@
 """The project's tables as the Python side sees them, read from the dbt manifest (one list, the
 project's own: no second list to keep in sync).
 
-`cdc_tables(manifest)`: the current-state models (incremental_strategy `cdc_merge`), each with its
+`cdc_tables(manifest)`: the current-state models (materialized `cdc_current_state`), each with its
 staging model, its source, the source's landing folder and its producer (python_hooks/project/producers.py).
 """
 
@@ -15,9 +15,9 @@ from python_hooks.project.producers import Producer, ProducerKind, producer_of, 
 
 log = logging.getLogger(__name__)
 
-CURRENT_STATE_STRATEGY = "cdc_merge"
+CURRENT_STATE = "cdc_current_state"  # the materialization of current-state models (macros/cdc/materialization.sql)
 # Materializations that make an Iceberg table (views and ephemeral models hold no data).
-TABLE_MATERIALIZATIONS = frozenset({"table", "incremental", "snapshot"})
+TABLE_MATERIALIZATIONS = frozenset({"table", "incremental", "snapshot", CURRENT_STATE})
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def key_columns(unique_key) -> tuple[str, ...]:
 
 
 def is_current_state(node) -> bool:
-    return node.resource_type == "model" and node.config.get("incremental_strategy") == CURRENT_STATE_STRATEGY
+    return node.resource_type == "model" and node.config.get("materialized") == CURRENT_STATE
 
 
 def source_of(manifest, source_name: str, table_name: str):

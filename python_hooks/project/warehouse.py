@@ -64,6 +64,13 @@ class Warehouse:
         """The pipeline's own tables (python_hooks/project/meta.py)."""
         return meta_schema(self.schema)
 
+    @property
+    def single_writer(self) -> bool:
+        """One process writes this warehouse: an embedded Spark (`spark.master` local[...]) on its own
+        Derby metastore (project/embedded_lock.py). The macros ask the same (cdc_single_writer)."""
+        rows = self.query("set spark.master")
+        return bool(rows) and str(rows[0][1] or "").startswith("local")
+
     def query(self, sql: str) -> list[tuple]:
         with self.adapter.connection_named("python_hooks"):
             _, table = self.adapter.execute(sql, fetch=True)

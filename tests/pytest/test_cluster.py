@@ -234,7 +234,7 @@ def _release_name(schema: str) -> str:
 
 
 def _release(cluster, schema: str) -> None:
-    """Ends a pause of `_run_process(schema, ..., pause=...)` (macros/cdc/merge.sql, cdc_pause_point)."""
+    """Ends a pause of `_run_process(schema, ..., pause=...)` (macros/cdc/fault_points.sql, cdc_pause_point)."""
     cluster.execute(f"create database if not exists {_release_name(schema)}")
 
 

@@ -277,7 +277,8 @@ def test_maintain_bounds_snapshots_and_files_and_keeps_time_travel(lake, dbt, sp
 
     kept = snapshots(spark, relation)
     assert len(kept) == KEEP_LAST, kept
-    assert len(lake["snapshots_before"]) >= 2 * BATCHES, "each batch committed an append and a MERGE"
+    # every run committed at least once (a small table's batch is one MERGE on this target)
+    assert len(lake["snapshots_before"]) >= BATCHES + 1 > KEEP_LAST, lake["snapshots_before"]
     for name in (f"{schema}_cdc_meta.cdc_file_ledger", f"{schema}_cdc_meta.cdc_tombstones"):
         assert len(snapshots(spark, name)) <= KEEP_LAST, name
 

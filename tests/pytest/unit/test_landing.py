@@ -3,10 +3,11 @@ them, and how many wait per table (a folder listed in Python, every ledger in on
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from python_hooks.landing.files import delivery_order, empty_files, is_local, landing_files, raw_files
-from python_hooks.landing.pending import idle_models, pending_files
+from python_hooks.landing.pending import PLAN_MAX_CHARS, idle_models, pending, pending_files, plan_environment
 from python_hooks.project.tables import CdcTable
 
 
@@ -92,4 +93,23 @@ def test_files_waiting_are_listed_files_the_ledger_lacks_in_one_query(tmp_path):
     )
     assert pending_files(warehouse, [a, b, c]) == {"a": 1, "b": 0}  # c is not built yet
     assert len(warehouse.queries) == 1
-    assert idle_models(warehouse, [a, b, c]) == {"b", "stg_b"}
+    waiting = pending(warehouse, [a, b, c])
+    assert idle_models([a, b, c], waiting) == {"b", "stg_b"}
+    # the plan handed to dbt: a's waiting file, by name and path in its folder, as the macro lists it
+    assert waiting.plan == {"a": {"folder": str(tmp_path / "a"), "files": [["c1.parquet", "2026/11/25/c1.parquet"]]}}
+
+
+def test_the_plan_leaves_out_a_table_whose_file_names_repeat_and_what_does_not_fit(tmp_path):
+    _touch(tmp_path / "a", "x/f.parquet", "y/f.parquet")
+    _touch(tmp_path / "b", "g.parquet")
+    a, b = _table(tmp_path / "a", "a"), _table(tmp_path / "b", "b")
+    warehouse = _Warehouse({("lake", "a"), ("lake", "b"), ("lake_cdc_meta", "cdc_file_ledger")}, [])
+    waiting = pending(warehouse, [a, b])
+    assert waiting.counts == {"a": 2, "b": 1}
+    assert list(waiting.plan) == ["b"]  # two files named f.parquet: the macro refuses them in words
+    assert json.loads(plan_environment(waiting.plan)) == waiting.plan
+    files = [[f"{n}.parquet", f"{n}.parquet"] for n in range(200)]
+    big = {f"t{i}": {"folder": "/x", "files": files} for i in range(50)}
+    kept = json.loads(plan_environment(big))
+    assert 0 < len(kept) < len(big) and len(plan_environment(big)) <= PLAN_MAX_CHARS
+    assert all(kept[name] == big[name] for name in kept)

@@ -41,7 +41,7 @@ def test_retention_from_config() -> None:
 
 def test_targets_are_iceberg_tables_with_their_retention() -> None:
     nodes = {
-        "a": _node("cur", "incremental", incremental_strategy="cdc_merge", cdc_retention={"keep_last": 3}),
+        "a": _node("cur", "cdc_current_state", cdc_retention={"keep_last": 3}),
         "b": _node("view_model", "view"),
         "c": _node("eph", "ephemeral"),
         "d": _node("parquet_table", "table", file_format="parquet"),

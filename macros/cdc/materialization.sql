@@ -1,0 +1,94 @@
+{#- The `cdc_current_state` materialization: owns a current-state model's whole batch, from pinning
+    its raw files to the ledger (docs/ARCHITECTURE.md, "A batch"). The model's SQL is only what it
+    means (the staging model's events, for docs and compile); nothing runs while a model renders,
+    and there is no post-hook.
+
+      1. pin     the raw files not in the ledger (the run's plan, or the folder's listing minus the
+                 ledger: cdc_stage_batch), read through the staging model's SQL over those files;
+      2. build   first build / --full-refresh / a view in the way: the table is created empty from
+                 the batch's columns, and the whole batch goes in through the same rules
+                 (cdc_apply_batch, into_empty); otherwise new columns of the batch are added
+                 (on_schema_change) and the batch is merged (cdc_apply_batch);
+      3. record  the batch's row in the batch log, then its files in the ledger (the statement
+                 dbt reports as the model's `main`), then the batch views are dropped and the
+                 table compacted when its delete files call for it (maintenance.sql). -#}
+
+{% materialization cdc_current_state, adapter='spark' %}
+    {%- set target = this.incorporate(type='table') -%}
+    {%- set existing = load_relation(this) -%}
+    {%- set unique_key = config.get('unique_key') -%}
+    {%- set staging_model = config.get('cdc_staging_model') -%}
+    {%- set full_build = existing is none or existing.is_view or should_full_refresh() -%}
+    {%- set grant_config = config.get('grants') -%}
+
+    {{ run_hooks(pre_hooks) }}
+
+    {%- set batch = cdc_stage_batch(target, staging_model, ref(staging_model), full_build) -%}
+    {%- do cdc_fault_point('after_pin') -%}
+    {%- set model_name = cdc_sql_string(target.identifier) -%}
+
+    {%- if full_build -%}
+        {%- if existing is not none -%}
+            {%- do adapter.drop_relation(existing) -%}
+        {%- endif -%}
+        {%- call statement('main') -%}
+            {{ create_table_as(False, target, 'select *, ' ~ cdc_run_timestamp() ~ ' as _cdc_applied_at from '
+                ~ batch.events_view ~ ' where false') }}
+        {%- endcall -%}
+        {%- do persist_constraints(target, model) -%}
+        {%- if batch.files -%}
+            {#- The table was created empty in this run: the model's ledger and tombstones start again. -#}
+            {%- do cdc_execute('delete from ' ~ cdc_meta_relation('cdc_file_ledger') ~ ' where model_name = ' ~ model_name) -%}
+            {%- do cdc_execute('delete from ' ~ cdc_meta_relation('cdc_tombstones') ~ ' where model_name = ' ~ model_name) -%}
+            {%- do cdc_apply_batch(target, batch.events_view, unique_key, into_empty=true, source_columns=batch.columns) -%}
+        {%- endif -%}
+    {%- elif batch.files -%}
+        {%- set target_columns = cdc_column_names(target) -%}
+        {%- set known = target_columns | map('lower') | list -%}
+        {%- if batch.columns | map('lower') | reject('in', known) | list -%}
+            {#- Columns the hooks did not add (a plain `dbt run`): as the model's on_schema_change says. -#}
+            {%- do process_schema_changes(config.get('on_schema_change', 'append_new_columns'), batch.events_relation, existing) -%}
+            {%- set target_columns = cdc_column_names(target) -%}
+        {%- endif -%}
+        {%- do cdc_apply_batch(target, batch.events_view, unique_key,
+            target_columns=target_columns, source_columns=batch.columns) -%}
+    {%- endif -%}
+
+    {%- if batch.files -%}
+        {#- The batch log's row, after the table's commit and before the ledger's (batch_log.sql). -#}
+        {%- do cdc_log_batch(target, batch.files_view) -%}
+        {%- set ledger -%}
+            insert into {{ cdc_meta_relation('cdc_file_ledger') }}
+            select
+                {{ model_name }},
+                files.file_name,
+                {#- counted by the listing, or by the merge's aggregate of the batch (a file with no
+                    row is recorded too, with 0) -#}
+                {{ 'files.change_events' if batch.counted else 'coalesce(outcome.file_events[files.file_name], 0)' }},
+                {{ cdc_sql_string(invocation_id) }},
+                current_timestamp()
+            from {{ batch.files_view }} as files
+            {%- if not batch.counted %}
+            cross join {{ cdc_batch_view(target, 'outcome') }} as outcome
+            {%- endif %}
+        {%- endset -%}
+        {%- call statement('main' if not full_build else 'ledger') -%}
+            {{ ledger }}
+        {%- endcall -%}
+    {%- elif not full_build -%}
+        {#- Nothing new: no commit. What dbt reports for the model is the end of its batch. -#}
+        {%- call statement('main') -%}
+            drop view if exists {{ batch.files_view }}
+        {%- endcall -%}
+    {%- endif -%}
+    {%- do cdc_drop_batch_views(target) -%}
+    {%- if batch.files and not full_build -%}
+        {%- do cdc_upkeep_after_batch(target, cdc_compaction_settings()) -%}  {#- maintenance.sql -#}
+    {%- endif -%}
+
+    {%- do apply_grants(target, grant_config, should_revoke(existing, full_refresh_mode=full_build)) -%}
+    {%- do persist_docs(target, model) -%}
+    {{ run_hooks(post_hooks) }}
+    {{ return({'relations': [target]}) }}
+{% endmaterialization %}
+

@@ -1,0 +1,91 @@
+{#- A batch's validation: what makes a change event invalid, and the one aggregate of the cached
+    batch per file that finds it (with the batch log's counts), before anything is written. -#}
+
+{% macro cdc_validate_batch(target, files, keys) %}
+    {#- Refuses a batch with a null key, commit timestamp or sequence, or an unknown operation,
+        naming each file and how many of its events are bad; nothing has been written yet. `files`:
+        the rows of cdc_batch_files_sql (one per raw file of the batch, read from the cached batch,
+        so validation costs no scan of its own). Returns the batch's newest truncate as
+        [timestamp text, sequence], or none. -#}
+    {%- set checks = cdc_validation_checks(keys) -%}
+    {%- set first_check = 11 -%}  {#- the column of check 1 in cdc_batch_files_sql -#}
+    {%- set problems = [] -%}
+    {%- set bad_files = [] -%}
+    {%- set truncates = [] -%}
+    {%- for row in files -%}
+        {%- if row[2] is not none -%}
+            {%- do truncates.append(row[2]) -%}
+        {%- endif -%}
+        {%- for check in checks -%}
+            {%- set failures = row[first_check + loop.index0] -%}
+            {%- if failures > 0 -%}
+                {%- set what = check[1] if not loop.last else "unknown operation " ~ row[3]
+                    ~ " (the producer's operation column: Op, __op or op; known: I, U, D and Debezium's r, c, u, d, t)" -%}
+                {%- do problems.append("  raw file " ~ row[0] ~ ": " ~ failures ~ " change event(s) with " ~ what) -%}
+                {%- if row[0] not in bad_files -%}
+                    {%- do bad_files.append(row[0]) -%}
+                {%- endif -%}
+            {%- endif -%}
+        {%- endfor -%}
+    {%- endfor -%}
+    {%- if problems -%}
+        {%- set events_read = files | map(attribute=1) | map('int') | sum -%}
+        {%- do cdc_log_batch(target, cdc_batch_view(target, 'batch_files'), refused={
+            'files': bad_files | length, 'events': events_read,
+            'reason': 'cdc_merge refused the batch:' ~ (problems | join(';')) | replace('  raw file', ' raw file')}) -%}
+        {%- do cdc_drop_batch_views(target) -%}
+        {{ exceptions.raise_compiler_error(
+            "cdc_merge refused the batch for " ~ target ~ "; nothing was applied and the table is unchanged:\n"
+            ~ (problems | join("\n"))
+            ~ "\nFix or remove the file(s) in the landing folder and run again; the other tables are not affected.") }}
+    {%- endif -%}
+    {{ return((truncates | max).split('|', 1) if truncates else none) }}
+{% endmacro %}
+
+
+{% macro cdc_validation_checks(keys) -%}
+    {#- What makes a change event invalid, as [condition counted, words for the refusal]. -#}
+    {%- set checks = [] -%}
+    {%- for key in keys -%}
+        {%- do checks.append(("count_if(_cdc_op <> 'T' and " ~ cdc_quote(key) ~ " is null)", "null or missing key column " ~ key)) -%}
+    {%- endfor -%}
+    {%- do checks.append(("count_if(_cdc_ts is null)", "null commit timestamp (_cdc_ts, from the producer's commit-time column: DMS last_update_time or the task's TimestampColumnName, Debezium source.ts_ms or __source_ts_ms)")) -%}
+    {%- do checks.append(("count_if(_cdc_seq is null)", "null change sequence (_cdc_seq)")) -%}
+    {%- do checks.append(("count_if" ~ cdc_unknown_op(), "unknown operation")) -%}
+    {{ return(checks) }}
+{%- endmacro %}
+
+
+{% macro cdc_unknown_op() -%}
+    {{ return("(_cdc_op is null or _cdc_op not in ('I', 'U', 'D', 'T'))") }}
+{%- endmacro %}
+
+
+{% macro cdc_batch_files_sql(changes, keys) %}
+    {#- One row per raw file of the batch, from the cached batch (`changes`, every event with its
+        `_cdc_batch_outcome`): everything a batch needs to know before it writes, in one query:
+        0 file, 1 change events, 2 newest truncate (fixed-width text, so the greatest is the newest
+        (_cdc_ts, _cdc_seq)), 3 the unknown operations (at most 5, for the message), 4 truncates,
+        5 redelivered, 6 superseded, 7 ignored as older than a truncate, 8 ignored as older than a
+        tombstone, 9 newest commit time, 10 the last changes per key that are deletes,
+        11.. the validation checks (cdc_validation_checks). -#}
+        select
+            _cdc_source_file,
+            count(*) as change_events,
+            max(case when _cdc_op = 'T' then concat(date_format(_cdc_ts, 'yyyy-MM-dd HH:mm:ss.SSSSSS'), '|', _cdc_seq) end) as newest_truncate,
+            array_join(slice(array_sort(collect_set(case when {{ cdc_unknown_op() }}
+                then coalesce(concat("'", _cdc_op, "'"), 'null') end)), 1, 5), ', ') as unknown_ops,
+            count_if(_cdc_batch_outcome = 'truncate') as truncates,
+            count_if(_cdc_batch_outcome = 'redelivered') as redelivered,
+            count_if(_cdc_batch_outcome = 'superseded') as superseded,
+            count_if(_cdc_batch_outcome = 'truncated') as ignored_truncated,
+            count_if(_cdc_batch_outcome = 'tombstoned') as ignored_tombstoned,
+            max(_cdc_ts) as newest_commit_at,
+            count_if(_cdc_batch_outcome is null and _cdc_op = 'D') as last_deletes
+            {%- for check in cdc_validation_checks(keys) %},
+            {{ check[0] }} as check_{{ loop.index }}
+            {%- endfor %}
+        from {{ changes }}
+        group by _cdc_source_file
+        order by _cdc_source_file
+{% endmacro %}
