@@ -91,4 +91,3 @@
     {{ run_hooks(post_hooks) }}
     {{ return({'relations': [target]}) }}
 {% endmaterialization %}
-
