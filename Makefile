@@ -126,7 +126,7 @@ maintain: install check-java
 	$(BIN)/python -m python_hooks maintain
 
 test: install check-java cluster-packages
-	$(BIN)/python -m pytest tests/pytest -m "not faults_full"
+	$(BIN)/python -m pytest tests/pytest -m "not faults_full" --durations=25
 
 # Every kill point (tests/pytest/test_faults.py); make test runs its smoke subset.
 faults: install check-java

@@ -98,9 +98,9 @@ class BenchDbt:
             raise BenchError(f"dbt {' '.join(args)} failed: {result.exception or 'see ' + str(self._logs / 'dbt.log')}")
         return self.profile.statements[first:]
 
-    def pipeline(self) -> tuple[list[Statement], dict[str, float]]:
+    def pipeline(self, *dbt_args: str) -> tuple[list[Statement], dict[str, float]]:
         """`make run`'s equivalent in this process: python_hooks.pipeline.run_pipeline (dbt parse,
-        the state tables, the schema-evolution hook, `dbt build`) on this project. Returns the
+        the state tables, the schema-evolution hook, `dbt build [dbt_args]`) on this project. Returns the
         statements dbt sent and the seconds of each step: `parse`, `run-operation
         cdc_create_meta_tables` (what opens the session in a new process), `hooks` (the
         schema-evolution hook, between the dbt commands) and `build`."""
@@ -110,7 +110,7 @@ class BenchDbt:
         first = len(self.profile.statements)
         start = time.perf_counter()
         with environment(**self._env):
-            ok = run_pipeline((), runner=timed, common_args=self._common())
+            ok = run_pipeline(dbt_args, runner=timed, common_args=self._common())
         seconds = time.perf_counter() - start
         self.profile.close(time.perf_counter())
         if not ok:

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-RATIO_KEYS = ("R1", "R2", "R3", "R4", "S", "M", "Z", "H", "peak_heap_fraction")
+RATIO_KEYS = ("R1", "R2", "R3", "R4", "S", "M", "Z", "H", "F", "peak_heap_fraction")
 ENDINGS_WITH_BREAKDOWN = (
     "incremental batch",
     "full refresh",
     "stock dbt-spark merge",
     "incremental run (make run)",
     "idle run (make run)",
+    "files: initial build",
 )
 TARGET_NOTES = {
     "local": "Target `local`: dbt and the bench in one embedded Spark session.",

@@ -119,6 +119,15 @@
 {%- endmacro %}
 
 
+{% macro cdc_staging_view_unchanged() -%}
+    {#- Whether `make run` found this model's staging view as it last built it, from the same raw
+        union schema, file groups, registers and project code (CDC_STAGING_UNCHANGED, written by
+        python_hooks/evolution/staging_views.py): its SQL is then not rendered (no footer is read) and
+        the view is left as it is (macros/spark/view.sql). -#}
+    {{ return(model is defined and model.name in fromjson(env_var('CDC_STAGING_UNCHANGED', '[]'))) }}
+{%- endmacro %}
+
+
 {% macro cdc_landing_files_glob(folder) -%}
     {#- Every Parquet file of a DMS folder as one glob: the files in it and in up to four levels of
         subfolders (DatePartitionEnabled: <yyyy>/<mm>/<dd>/[<hh>/]). A plain folder path would read

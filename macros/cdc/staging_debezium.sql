@@ -17,7 +17,7 @@
 
 {% macro stg_debezium_changes(source_name, table_name) %}
     {%- set source_relation = source(source_name, table_name) -%}
-    {%- if not execute -%}
+    {%- if not execute or cdc_staging_view_unchanged() -%}
         select 1 as _cdc_placeholder
     {%- else -%}
         {{ cdc_debezium_changes(cdc_source_node(source_name, table_name), model.name) }}

@@ -21,6 +21,7 @@ dbt's own lines (one per model, snapshot and test) go to logs/dbt.log; `CDC_VERB
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import os
 import sys
@@ -32,12 +33,13 @@ from dbt_common.invocation import get_invocation_id
 
 from python_hooks.commands import status
 from python_hooks.commands.summary import run_summary
+from python_hooks.evolution import staging_views
 from python_hooks.evolution.apply import evolve
 from python_hooks.landing.files import empty_files, landing_files
 from python_hooks.landing.pending import PLAN_VARIABLE, idle_models, pending, pending_files, plan_environment
 from python_hooks.project import env, faults
 from python_hooks.project.dbt_args import split_shared_options
-from python_hooks.project.meta import BATCH_LOG
+from python_hooks.project.meta import BATCH_LOG, ERASURE_REGISTER, RECTIFICATION_REGISTER
 from python_hooks.project.session import Session, SessionError, dbt_runner
 from python_hooks.project.sql import quoted_relation, sql_string
 from python_hooks.project.tables import cdc_tables
@@ -60,6 +62,9 @@ class Hooks:
     refusals: dict[str, list[str]] = field(default_factory=dict)
     started_at: dt.datetime | None = None
     plan: dict[str, dict] = field(default_factory=dict)  # landing/pending.py: Pending.plan
+    # evolution/staging_views.py: the staging views' fingerprints, and those dbt need not create again
+    views: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    unchanged_views: set[str] = field(default_factory=set)
 
 
 def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False) -> Hooks:
@@ -76,12 +81,16 @@ def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False) -> H
             "target %s, schema %s, landing %s", warehouse.target, warehouse.schema, os.environ.get("CDC_LANDING_ROOT")
         )
         tables = cdc_tables(session.manifest)
-        waiting = pending(warehouse, tables)
+        waiting = pending(warehouse, tables, cache_dir=state_dir())
         idle = idle_models(tables, waiting)
         # The files each model applies, listed once here, handed to dbt (single-writer target only: on
         # a shared one another run may apply them meanwhile, so each model lists its own at its turn).
-        plan = waiting.plan if warehouse.single_writer else {}
+        single_writer = warehouse.single_writer
+        plan = waiting.plan if single_writer else {}
         result = evolve(warehouse, session.manifest, state_dir(), skip=idle)
+        views, unchanged = {}, set()
+        if single_writer:  # on a shared target another run may change a view meanwhile: built every run
+            views, unchanged = _staging_views(warehouse, session.manifest, tables, idle, result.staging_inputs)
     for table in tables:
         for path in empty_files(table.folder):
             result.problems.append(
@@ -106,8 +115,31 @@ def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False) -> H
         t.model: [p for p in result.problems if t.model in p] for t in tables if t.model in result.blocked_models
     }
     return Hooks(
-        result.ok, result.problems, result.blocked_models, idle, session.manifest, tables, refusals, started_at, plan
+        result.ok,
+        result.problems,
+        result.blocked_models,
+        idle,
+        session.manifest,
+        tables,
+        refusals,
+        started_at,
+        plan,
+        views,
+        unchanged - result.blocked_models,
     )
+
+
+def _staging_views(warehouse: Warehouse, manifest, tables, idle: set[str], inputs: dict[str, str]):
+    """The fingerprints of the staging views of the tables with new files, and which of those views
+    are as `make run` last built them (evolution/staging_views.py)."""
+    candidates = [t.staging_model for t in tables if t.model not in idle and t.staging_model in inputs]
+    if not candidates:
+        return {}, set()
+    registers = staging_views.registers_state(
+        warehouse, warehouse.meta_schema, (ERASURE_REGISTER, RECTIFICATION_REGISTER)
+    )
+    views = staging_views.fingerprints(manifest, candidates, inputs, registers)
+    return views, staging_views.StagingViews(state_dir()).unchanged(views, warehouse.table_exists)
 
 
 # cdc_batch_log's counters (0 in a refused row): what a batch read, did and ignored
@@ -250,6 +282,11 @@ def run_pipeline(
         print(
             f"dbt build: {building} table(s) with new files, {idle} with nothing new"
             + (f", {len(found.refusals)} refused" if found.refusals else "")
+            + (
+                f"; {len(found.unchanged_views)} staging view(s) unchanged, not created again"
+                if found.unchanged_views and not _full_refresh(dbt_args)
+                else ""
+            )
             + (" (dbt's own lines: logs/dbt.log, or CDC_VERBOSE=1)" if quiet else ""),
             flush=True,
         )
@@ -265,6 +302,10 @@ def run_pipeline(
     given_plan = os.environ.pop(PLAN_VARIABLE, None)
     if found.plan:
         os.environ[PLAN_VARIABLE] = plan_environment(found.plan)
+    # The staging views dbt leaves as they are (evolution/staging_views.py); --full-refresh builds all.
+    given_unchanged = os.environ.pop(staging_views.UNCHANGED_VARIABLE, None)
+    if found.unchanged_views and not _full_refresh(dbt_args):
+        os.environ[staging_views.UNCHANGED_VARIABLE] = json.dumps(sorted(found.unchanged_views))
     try:
         result = runner.invoke(
             [
@@ -283,6 +324,11 @@ def run_pipeline(
         os.environ.pop(PLAN_VARIABLE, None)
         if given_plan is not None:
             os.environ[PLAN_VARIABLE] = given_plan
+        os.environ.pop(staging_views.UNCHANGED_VARIABLE, None)
+        if given_unchanged is not None:
+            os.environ[staging_views.UNCHANGED_VARIABLE] = given_unchanged
+    if found.views:
+        _record_views(found.views, result)
     if progress is not None:
         print(f"{progress.closing()} ({time.monotonic() - started:.0f} s)", flush=True)
     if found.refusals:
@@ -293,6 +339,19 @@ def run_pipeline(
     for line in run_summary(result, found.problems, found.blocked):
         log.error("%s", line)
     return bool(result.success) and found.ok
+
+
+def _full_refresh(dbt_args: Sequence[str]) -> bool:
+    return any(arg in ("--full-refresh", "-f") for arg in dbt_args)
+
+
+def _record_views(views: dict[str, tuple[str, str, str]], result) -> None:
+    """Remember the fingerprints of the staging views the build created or kept; forget the failed."""
+    statuses = {r.node.name: str(r.status) for r in getattr(result.result, "results", None) or [] if r.node}
+    built = {name: view for name, view in views.items() if statuses.get(name) == "success"}
+    failed = [name for name in views if statuses.get(name) not in (None, "success")]
+    if built or failed:
+        staging_views.StagingViews(state_dir()).record(built, failed)
 
 
 def report(found: Hooks, common_args: Sequence[str], stream=None) -> list[str]:

@@ -45,6 +45,9 @@ class EvolutionResult:
     applied: list[ColumnChange] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     blocked_models: set[str] = field(default_factory=set)
+    # staging model -> what its view's SQL is made of: the raw files' union schema and file groups
+    # (evolution/staging_views.py fingerprints it)
+    staging_inputs: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -140,6 +143,9 @@ def _evolve_table(
         log.info("%s: raw files hold %d type variants: staging reads them separately", table.model, len(groups))
         business_types = json.dumps({name.lower(): t for name, t in _spark_types(incoming)})
         group_rows[table.staging_model] = [(i, g, business_types) for i, g in enumerate(groups)]
+    result.staging_inputs[table.staging_model] = json.dumps(
+        [union.schema.to_string(show_field_metadata=False, show_schema_metadata=False), group_rows[table.staging_model]]
+    )
 
 
 def _spark_types(schema) -> Iterable[tuple[str, str]]:
@@ -176,6 +182,8 @@ def _write_log(warehouse: Warehouse, run_id: str, changes) -> None:
 def _write_groups(warehouse: Warehouse, group_rows: dict[str, list[tuple[int, list[str], str]]]) -> None:
     """Replace, per staging model, the file groups staging must read separately (only what changed:
     a run with no new file writes nothing)."""
+    if not group_rows:  # no table was looked at (nothing new anywhere): nothing to compare
+        return
     relation = quoted_relation(warehouse.meta_schema, RAW_FILE_GROUPS)
     existing: dict[str, list[tuple[int, list[str], str]]] = {}
     for staging_model, group_id, files, types in warehouse.query(

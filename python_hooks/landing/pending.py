@@ -8,8 +8,11 @@ staging keeps for it (macros/cdc/landing.sql). No raw file is opened either way.
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from python_hooks.landing.files import is_local, landing_files, probe_name
 from python_hooks.project.meta import FILE_LEDGER
@@ -26,19 +29,60 @@ def table_probe(table: CdcTable) -> str:
     return probe_name(table.source_name, table.table_name, table.landing)
 
 
-def applied_files(warehouse: Warehouse, tables: Sequence[CdcTable]) -> dict[str, set[str]]:
-    """model identifier -> the raw file names its ledger lists, for every table in one query."""
+def applied_files(
+    warehouse: Warehouse, tables: Sequence[CdcTable], cache_dir: Path | None = None
+) -> dict[str, set[str]]:
+    """model identifier -> the raw file names its ledger lists, for every table in one query.
+
+    With `cache_dir` (the hooks' state folder), the answer is kept there with the ledger's snapshot
+    id, and taken from there while the ledger's current snapshot is the same (an Iceberg snapshot is
+    immutable): a run after a run that applied nothing reads one row of metadata instead of the ledger."""
     if not tables:
         return {}
+    ledger = quoted_relation(warehouse.meta_schema, FILE_LEDGER)
+    snapshot = None
+    if cache_dir is not None:
+        rows = warehouse.query(f"select snapshot_id from {ledger}.refs where name = 'main'")
+        snapshot = str(rows[0][0]) if rows and rows[0][0] is not None else None
+        cached = _cached_ledger(Path(cache_dir), ledger, snapshot)
+        if cached is not None and all(t.identifier in cached for t in tables):
+            return {t.identifier: cached[t.identifier] for t in tables}
     names = ", ".join(sql_string(t.identifier) for t in tables)
-    rows = warehouse.query(
-        f"select model_name, file_name from {quoted_relation(warehouse.meta_schema, FILE_LEDGER)}"
-        f" where model_name in ({names})"
-    )
+    rows = warehouse.query(f"select model_name, file_name from {ledger} where model_name in ({names})")
     applied: dict[str, set[str]] = {t.identifier: set() for t in tables}
     for model_name, file_name in rows:
         applied.setdefault(model_name, set()).add(file_name)
+    if cache_dir is not None and snapshot is not None:
+        _keep_ledger(Path(cache_dir), ledger, snapshot, applied)
     return applied
+
+
+LEDGER_CACHE = "ledger_cache.json"
+
+
+def _cached_ledger(cache_dir: Path, ledger: str, snapshot: str | None) -> dict[str, set[str]] | None:
+    if snapshot is None:
+        return None
+    try:
+        data = json.loads((cache_dir / LEDGER_CACHE).read_text(encoding="utf-8"))
+        if data["ledger"] != ledger or data["snapshot"] != snapshot:
+            return None
+        return {str(model): set(map(str, files)) for model, files in data["applied"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # missing or damaged: read the ledger
+        return None
+
+
+def _keep_ledger(cache_dir: Path, ledger: str, snapshot: str, applied: dict[str, set[str]]) -> None:
+    data = {"ledger": ledger, "snapshot": snapshot, "applied": {m: sorted(f) for m, f in applied.items()}}
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    handle, tmp_name = tempfile.mkstemp(dir=cache_dir, prefix=f".{LEDGER_CACHE}.")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as tmp:
+            json.dump(data, tmp)
+        os.replace(tmp_name, cache_dir / LEDGER_CACHE)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
 
 
 @dataclass(frozen=True)
@@ -52,15 +96,16 @@ class Pending:
     plan: dict[str, dict] = field(default_factory=dict)
 
 
-def pending(warehouse: Warehouse, tables: Sequence[CdcTable]) -> Pending:
+def pending(warehouse: Warehouse, tables: Sequence[CdcTable], cache_dir: Path | None = None) -> Pending:
     """The files waiting: listed in the landing folder, not in the ledger. Only models whose table
-    exists (and, for a folder on an object store, whose listing table does)."""
+    exists (and, for a folder on an object store, whose listing table does). `cache_dir`: see
+    `applied_files`."""
     meta = warehouse.meta_schema
     built = [t for t in tables if warehouse.table_exists(t.schema, t.identifier)]
     if not built or not warehouse.table_exists(meta, FILE_LEDGER):
         return Pending()
     local = [t for t in built if is_local(t.landing)]
-    applied = applied_files(warehouse, local)
+    applied = applied_files(warehouse, local, cache_dir)
     counts: dict[str, int] = {}
     plan: dict[str, dict] = {}
     for table in local:

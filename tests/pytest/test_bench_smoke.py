@@ -1,6 +1,6 @@
 """The benchmark (`python -m bench`, `make bench`) at a tiny scale, in this pytest session's Spark.
 
-Only proves that it works: every stage completes, latest.json is well formed with the eight
+Only proves that it works: every stage completes, latest.json is well formed with the nine
 ratios, the current-state tables after the measured batches equal a pure-Python replay of the
 raw files the benchmark generated (oracles/replay_dms.py, written from CDC_FORMATS.md, not from the
 pipeline), the stock dbt-spark model's wrong rows are counted as that replay counts them, and the
@@ -34,7 +34,7 @@ TINY = Settings(
     history_file_rows=2,
     history_batch=20,
 )
-RATIOS = ("R1", "R2", "R3", "R4", "S", "M", "Z", "H")
+RATIOS = ("R1", "R2", "R3", "R4", "S", "M", "Z", "H", "F")
 
 
 def replay_checksum(folder: Path) -> dict[str, int]:
@@ -97,6 +97,8 @@ def test_benchmark_runs_and_its_tables_equal_the_replay(spark, schema, tmp_path)
         "many: idle run (make run)",
         "history, 50 applied files: incremental batch",
         "history, 5 applied files: incremental batch",
+        "history, 50 files: initial build",
+        "history, 50 files: plain Spark build",
     }
     assert all(s["seconds"] > 0 for s in written["stages"])
     assert written["peak_memory"]["driver_heap_peak_mb"] > 0

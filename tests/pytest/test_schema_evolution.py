@@ -10,6 +10,7 @@ import datetime as dt
 from decimal import Decimal
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from helpers.tables import assert_same_table, table_rows
@@ -149,3 +150,41 @@ def test_plain_dbt_run_adds_a_new_column_too(dbt, spark, schema, tmp_path, with_
     assert dbt("run", *CRM, landing=tmp_path, schema=schema).success
     assert_dms_matches(spark, schema, tmp_path, "customer_master")
     assert columns_of(spark, f"{schema}_current.crm__customer_master")["credit_limit"] == "decimal(18,4)"
+
+
+def view_kept(spark, view: str) -> bool:
+    return any(row[0] == "test.kept" for row in spark.sql(f"show tblproperties {view}").collect())
+
+
+def raw_rows(folder: Path) -> int:
+    """Change events in a folder's raw files, from their Parquet footers (hidden files are not raw)."""
+    return sum(
+        pq.ParquetFile(path).metadata.num_rows
+        for path in folder.rglob("*.parquet")
+        if not any(part.startswith((".", "_")) for part in path.relative_to(folder).parts)
+    )
+
+
+def test_a_staging_view_is_built_again_only_when_its_raw_schema_changes(dbt, spark, schema, tmp_path):
+    """`make run` leaves a staging view as it is while new raw files bring no schema change (the
+    folder's footers are not merged again) and builds it again when they do; either way the view
+    reads every raw file of the folder."""
+    view = f"{schema}_staging.stg_crm__customer_master"
+    folder = tmp_path / "dms" / "crm" / "customer_master"
+    for stage in (1, 2):  # the full load, then CDC files: they add Op and AR_H_CHANGE_SEQ
+        dms.write_stage(tmp_path, stage)
+        assert dbt.pipeline(*CRM, landing=tmp_path, schema=schema)
+    spark.sql(f"alter view {view} set tblproperties ('test.kept' = 'yes')")
+
+    dms.write_stage(tmp_path, 3)
+    assert dbt.pipeline(*CRM, landing=tmp_path, schema=schema)
+    assert view_kept(spark, view), "same raw schema: the view is left as it is"
+    assert spark.table(view).count() == raw_rows(folder) > 0
+    assert_dms_matches(spark, schema, tmp_path, "customer_master")
+
+    evolution.dms_new_types(tmp_path)
+    assert dbt.pipeline(*CRM, landing=tmp_path, schema=schema)
+    assert not view_kept(spark, view), "new raw columns: the view is built again"
+    assert {"credit_limit", "birth_date"} <= set(columns_of(spark, view))
+    assert spark.table(view).count() == raw_rows(folder)
+    assert_dms_matches(spark, schema, tmp_path, "customer_master")

@@ -113,3 +113,37 @@ def test_the_plan_leaves_out_a_table_whose_file_names_repeat_and_what_does_not_f
     kept = json.loads(plan_environment(big))
     assert 0 < len(kept) < len(big) and len(plan_environment(big)) <= PLAN_MAX_CHARS
     assert all(kept[name] == big[name] for name in kept)
+
+
+class _LedgerWithSnapshot(_Warehouse):
+    """The ledger as an Iceberg table: its current snapshot changes with every commit."""
+
+    snapshot = 7
+
+    def query(self, sql: str) -> list[tuple]:
+        if ".refs " in sql:
+            self.queries.append(sql)
+            return [(self.snapshot,)]
+        return super().query(sql)
+
+
+def test_the_ledger_is_read_again_only_when_its_snapshot_changed(tmp_path):
+    _touch(tmp_path / "a", "LOAD1.parquet", "c1.parquet")
+    a = _table(tmp_path / "a", "a")
+    state = tmp_path / "state"
+    warehouse = _LedgerWithSnapshot({("lake", "a"), ("lake_cdc_meta", "cdc_file_ledger")}, [("a", "LOAD1.parquet")])
+    assert pending(warehouse, [a], cache_dir=state).counts == {"a": 1}
+    assert [q for q in warehouse.queries if "refs" not in q], "first run: the ledger is read"
+
+    warehouse.queries.clear()
+    assert pending(warehouse, [a], cache_dir=state).counts == {"a": 1}
+    assert all(".refs " in q for q in warehouse.queries), "same snapshot: one metadata row, no ledger read"
+
+    warehouse._ledger.append(("a", "c1.parquet"))  # a run applied c1: the ledger has a new snapshot
+    warehouse.snapshot = 8
+    warehouse.queries.clear()
+    assert pending(warehouse, [a], cache_dir=state).counts == {"a": 0}
+    assert [q for q in warehouse.queries if "refs" not in q]
+
+    (state / "ledger_cache.json").write_text("[damaged", encoding="utf-8")
+    assert pending(warehouse, [a], cache_dir=state).counts == {"a": 0}
