@@ -11,7 +11,7 @@
     BENCH_ERASED_CUSTOMERS  customers the erasure stage erases from the 1x table (default 10)
     BENCH_MANY_TABLES, BENCH_MANY_ROWS, BENCH_MANY_BATCH, BENCH_MANY_BATCHES   the many-tables stages
                             (M, Z): tables, rows each, changes per batch and table, batches (default
-                            20, 100,000, 1,000, 1: no warm-up run)
+                            20, 100,000, 1,000, 2: one warm-up run)
     BENCH_HISTORY_FILES     applied files in the landing-history stage (H) (default 5,000; the
                             other table has them in 5); BENCH_HISTORY_FILE_ROWS (4), BENCH_HISTORY_BATCH
                             (changes in the new file, 1,000), BENCH_HISTORY_LAYOUT (flat | dated)

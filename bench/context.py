@@ -39,7 +39,7 @@ class Settings:
     many_tables: int = 20
     many_rows: int = 100_000
     many_batch: int = 1_000
-    many_batches: int = 1
+    many_batches: int = 2
     history_files: int = 5_000
     history_file_rows: int = 4
     history_batch: int = 1_000
