@@ -173,7 +173,7 @@ def test_a_staging_view_is_built_again_only_when_its_raw_schema_changes(dbt, spa
     folder = tmp_path / "dms" / "crm" / "customer_master"
     for stage in (1, 2):  # the full load, then CDC files: they add Op and AR_H_CHANGE_SEQ
         dms.write_stage(tmp_path, stage)
-        assert dbt.pipeline(*CRM, landing=tmp_path, schema=schema)
+    assert dbt.pipeline(*CRM, landing=tmp_path, schema=schema)
     spark.sql(f"alter view {view} set tblproperties ('test.kept' = 'yes')")
 
     dms.write_stage(tmp_path, 3)
