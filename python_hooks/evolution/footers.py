@@ -16,7 +16,6 @@ import base64
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from python_hooks.evolution.types import UnsupportedTypeError, compare_types, spark_type
+from python_hooks.project.warehouse import write_state
 
 logger = logging.getLogger(__name__)
 
@@ -252,16 +252,5 @@ class FooterCache:
         return dict(self._tables[table].types)
 
     def save(self) -> None:
-        """Write the state atomically: a temporary file in the same folder, then a rename."""
-        self.state_path.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(_state_to_json(self._tables), indent=1, sort_keys=True)
-        handle, tmp_name = tempfile.mkstemp(dir=self.state_path.parent, prefix=f".{self.state_path.name}.")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as tmp:
-                tmp.write(text)
-                tmp.flush()
-                os.fsync(tmp.fileno())
-            os.replace(tmp_name, self.state_path)
-        except BaseException:
-            Path(tmp_name).unlink(missing_ok=True)
-            raise
+        """Write the state atomically (project/warehouse.py: write_state)."""
+        write_state(self.state_path, json.dumps(_state_to_json(self._tables), indent=1, sort_keys=True))

@@ -21,10 +21,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+
+from python_hooks.project.sql import quoted_relation
+from python_hooks.project.warehouse import write_state
 
 log = logging.getLogger(__name__)
 
@@ -113,22 +114,12 @@ class StagingViews:
             self.views[name] = {"relation": f"{schema}.{identifier}", "fingerprint": print_}
         for name in failed:
             self.views.pop(name, None)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle, tmp_name = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as tmp:
-                json.dump(self.views, tmp, indent=1, sort_keys=True)
-            os.replace(tmp_name, self.path)
-        except BaseException:
-            Path(tmp_name).unlink(missing_ok=True)
-            raise
+        write_state(self.path, json.dumps(self.views, indent=1, sort_keys=True))
 
 
 def registers_state(warehouse, meta_schema: str, registers: Iterable[str]) -> str:
     """The current snapshot of each personal-data register: an erasure or a rectification may
     change the SQL of the views of the sources that declare subjects (macros/cdc/erasure.sql)."""
-    from python_hooks.project.sql import quoted_relation
-
     parts = [
         f"(select max(snapshot_id) from {quoted_relation(meta_schema, name)}.refs where name = 'main')"
         for name in registers

@@ -8,8 +8,6 @@ staging keeps for it (macros/cdc/landing.sql). No raw file is opened either way.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +16,7 @@ from python_hooks.landing.files import is_local, landing_files, probe_name
 from python_hooks.project.meta import FILE_LEDGER
 from python_hooks.project.sql import quoted_relation, sql_string
 from python_hooks.project.tables import CdcTable
-from python_hooks.project.warehouse import Warehouse
+from python_hooks.project.warehouse import Warehouse, write_state
 
 # The listing rule of landing/files.py in SQL over a binaryFile listing's `path`, as
 # macros/cdc/landing.sql (cdc_landing_listing_sql) writes it: Parquet files, no hidden file.
@@ -74,15 +72,7 @@ def _cached_ledger(cache_dir: Path, ledger: str, snapshot: str | None) -> dict[s
 
 def _keep_ledger(cache_dir: Path, ledger: str, snapshot: str, applied: dict[str, set[str]]) -> None:
     data = {"ledger": ledger, "snapshot": snapshot, "applied": {m: sorted(f) for m, f in applied.items()}}
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    handle, tmp_name = tempfile.mkstemp(dir=cache_dir, prefix=f".{LEDGER_CACHE}.")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as tmp:
-            json.dump(data, tmp)
-        os.replace(tmp_name, cache_dir / LEDGER_CACHE)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    write_state(cache_dir / LEDGER_CACHE, json.dumps(data))
 
 
 @dataclass(frozen=True)

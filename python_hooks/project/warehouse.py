@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,5 +120,23 @@ class Warehouse:
 
 
 def state_dir() -> Path:
-    """Client-side state of the hooks (the footer cache): beside the warehouse of the target."""
+    """Client-side state of the hooks (the footer cache, the staging views' fingerprints, the ledger's
+    answer): beside the warehouse of the target."""
     return Path(os.environ.get("CDC_WAREHOUSE", "data/warehouse")) / "_python_hooks"
+
+
+def write_state(path: Path, text: str) -> None:
+    """Write a state file of the hooks atomically: a temporary file in the same folder, then a rename
+    (a crash leaves the old file or the new one, never half of one)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as tmp:
+            tmp.write(text)
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
