@@ -128,11 +128,28 @@
 {%- endmacro %}
 
 
-{% macro cdc_landing_files_glob(folder) -%}
-    {#- Every Parquet file of a DMS folder as one glob: the files in it and in up to four levels of
-        subfolders (DatePartitionEnabled: <yyyy>/<mm>/<dd>/[<hh>/]). A plain folder path would read
-        only the files directly in it (Spark reads subfolders only as partitions: <name>=<value>). -#}
-    {{ return(cdc_glob_escape(folder) ~ '/{*.parquet,*/*.parquet,*/*/*.parquet,*/*/*/*.parquet,*/*/*/*/*.parquet}') }}
+{% macro cdc_landing_raw_table(staging_model, folder) -%}
+    {#- A Parquet catalog table over every raw file of the folder, which the staging view reads: the
+        files in it and in its subfolders (DMS's <yyyy>/<mm>/<dd>/, the S3 sink's partition=<p>/, no
+        partition column), hidden ones (. or _) left out, as python_hooks/landing/files.py lists them.
+        Spark merges the files' footers once, here, and keeps the union schema in the catalog: a
+        statement that reads the view lists the folder but merges no footer again (a path relation,
+        parquet.`folder`, merges every footer each time a statement resolves it: seconds per
+        statement for a folder of thousands of files). Built beside the one it replaces and swapped
+        in, so the view keeps reading the previous one if this build fails. The session keeps no
+        listing of it (spark.sql.filesourceTableRelationCacheSize 0, profiles/profiles.yml): every
+        statement sees the files as they are. -#}
+    {%- set name = 'raw__' ~ staging_model ~ '__' ~ local_md5(folder)[:8] -%}
+    {%- set raw = cdc_meta_relation(name) -%}
+    {%- set next = cdc_meta_relation(name ~ '__next') -%}
+    {%- do cdc_execute('drop table if exists ' ~ next) -%}
+    {%- do cdc_execute(
+        'create table ' ~ next ~ " using parquet options ('recursiveFileLookup' 'true', "
+        ~ "'pathGlobFilter' '*.parquet', 'mergeSchema' 'true') location " ~ cdc_sql_string(folder)
+    ) -%}
+    {%- do cdc_execute('drop table if exists ' ~ raw) -%}
+    {%- do cdc_execute('alter table ' ~ next ~ ' rename to ' ~ raw) -%}
+    {{ return(raw) }}
 {%- endmacro %}
 
 
@@ -188,8 +205,8 @@
 {%- endmacro %}
 
 
-{% macro cdc_landing_reads(staging_model, folder, all_files, file_count, files=none) -%}
-    {#- What staging reads: one relation over every file (`all_files`, a path or glob), or over `files`
+{% macro cdc_landing_reads(staging_model, folder, file_count, files=none) -%}
+    {#- What staging reads: one relation over every file (cdc_landing_raw_table), or over `files`
         only (a batch: paths relative to the folder); or, when the Python hooks found raw files that
         disagree on a column's type (cdc_raw_file_groups), one relation per group of files with the
         business column types to cast to (Spark cannot read int and bigint files as one). -#}
@@ -225,7 +242,7 @@
                 ~ "hooks first: `python -m python_hooks evolve` (`make run` does).") }}
         {%- endif -%}
     {%- elif files is none -%}
-        {%- do reads.append({'relation': 'parquet.' ~ cdc_quote(all_files), 'types': none}) -%}
+        {%- do reads.append({'relation': cdc_landing_raw_table(staging_model, folder), 'types': none}) -%}
     {%- else -%}
         {%- do reads.append({'relation': cdc_files_relation(folder, files), 'types': none}) -%}
     {%- endif -%}

@@ -38,9 +38,8 @@
     {%- if file_count == 0 -%}
         {{ cdc_empty_changes(node) }}
     {%- else -%}
-        {#- The sink's partition=<p> folders would become a `partition` column: read the files. -#}
         {%- set parts = [] -%}
-        {%- for read in cdc_landing_reads(staging_model, folder, cdc_glob_escape(folder) ~ '/partition=*/*.parquet', file_count, files) -%}
+        {%- for read in cdc_landing_reads(staging_model, folder, file_count, files) -%}
             {%- do parts.append(cdc_cast_columns(stg_debezium_changes_sql(read.relation, shape, node), read.types)) -%}
         {%- endfor -%}
         {{ cdc_apply_personal_data_registers(parts | join('\nunion all\n'), node) }}

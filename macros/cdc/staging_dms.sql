@@ -37,7 +37,7 @@
         {{ cdc_empty_changes(node) }}
     {%- else -%}
         {%- set parts = [] -%}
-        {%- for read in cdc_landing_reads(staging_model, folder, cdc_landing_files_glob(folder), file_count, files) -%}
+        {%- for read in cdc_landing_reads(staging_model, folder, file_count, files) -%}
             {%- set sql = stg_dms_changes_sql(
                 read.relation, cdc_landing_columns_of('select * from ' ~ read.relation), ts_column, node) -%}
             {%- do parts.append(cdc_cast_columns(sql, read.types)) -%}

@@ -126,6 +126,9 @@ def thrift_settings(config: ClusterConfig, environ: os._Environ[str] | dict[str,
         # Iceberg's commit lock heartbeats well within STALE_LOCK_SECONDS.
         "spark.hadoop.iceberg.hive.lock-heartbeat-interval-ms": "30000",
         "spark.sql.parquet.mergeSchema": "true",
+        # Staging reads its folders through Parquet catalog tables (macros/cdc/landing.sql:
+        # cdc_landing_raw_table): a session lists them at every statement, never once per session.
+        "spark.sql.filesourceTableRelationCacheSize": "0",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": environ.get("CDC_SHUFFLE_PARTITIONS") or "4",
         "spark.sql.adaptive.enabled": "true",

@@ -5,7 +5,8 @@ Parquet files directly in the folder or in any subfolder (DMS's DatePartitionEna
 <yyyy>/<mm>/<dd>/, the S3 sink's partition=<p>/); hidden files and folders (a name starting with
 `.` or `_`: `_SUCCESS`, `.crc`, `_temporary/`, an upload in progress) are not raw files, as for
 Spark. The staging macros list folders in SQL with the same rule (macros/cdc/landing.sql:
-cdc_landing_listing_sql, cdc_landing_probe); tests/pytest/unit/test_rules_pinned.py holds the two together.
+cdc_landing_listing_sql, cdc_landing_probe, and cdc_landing_raw_table, which the staging views
+read); tests/pytest/unit/test_rules_pinned.py holds the two together.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from python_hooks.landing.files import HIDDEN_PREFIXES, probe_name
+from python_hooks.landing.files import HIDDEN_PREFIXES, RAW_SUFFIX, probe_name
 from python_hooks.landing.pending import RAW_PATH_FILTER_SQL
 from python_hooks.personal_data.subjects import SECRET_ENV, hash_sql
 from python_hooks.project.meta import meta_schema
@@ -61,6 +61,34 @@ def test_the_listing_probe_is_named_alike():
     for folder in ["/data/landing/dms/crm/customer", "s3a://bucket/landing/debezium/topics/x.y.z"]:
         assert _call(macros.cdc_landing_probe, "crm", "customer", folder) == probe_name("crm", "customer", folder + "/")
     assert any("binaryFile" in sql for sql in executed)
+
+
+def test_the_staging_read_lists_files_as_python_does():
+    """The staging view's catalog table reads what landing/files.py lists: every subfolder, Parquet
+    files only (Spark itself leaves out hidden names, as HIDDEN_PREFIXES says), and is swapped in
+    under one name per staging model and folder."""
+    executed: list[str] = []
+
+    class Adapter:
+        def execute(self, sql, **_):
+            executed.append(sql)
+
+    landing = _macros("landing.sql")
+    macros = _macros(
+        "landing.sql",
+        adapter=Adapter(),
+        cdc_meta_relation=lambda identifier: identifier,
+        cdc_sql_string=landing.cdc_sql_string,
+        local_md5=lambda text: hashlib.md5(text.encode()).hexdigest(),
+    )
+    folder = "/data/landing/dms/crm/it's here"
+    raw = _call(macros.cdc_landing_raw_table, "stg_crm__customer", folder)
+    assert raw == f"raw__stg_crm__customer__{hashlib.md5(folder.encode()).hexdigest()[:8]}"
+    create = next(sql for sql in executed if sql.startswith("create table"))
+    assert "'recursiveFileLookup' 'true'" in create
+    assert f"'pathGlobFilter' '*{RAW_SUFFIX}'" in create
+    assert create.endswith("location " + sql_string(folder))
+    assert executed[-1] == f"alter table {raw}__next rename to {raw}", "built beside the view's table, then swapped in"
 
 
 def test_sql_strings_are_quoted_alike():
