@@ -15,5 +15,6 @@ project/       the seam to everything else: env (defaults, the venv start-up hoo
                through the dbt adapter), tables (CdcTable from the manifest), producers (the only
                reader of a source's producer settings), meta (the pipeline's own tables), sql (quoting),
                iceberg (Iceberg's procedures), faults (kill points), object_store (the standard AWS
-               variables, a pyarrow S3 filesystem from them, the local S3 server's state)
+               variables, a pyarrow S3 filesystem from them, the local S3 server's state), storage
+               (a landing location on this machine or on S3: listed, opened, joined)
 """

@@ -1,3 +1,4 @@
 """The seam between the Python side and everything else: the environment, dbt's arguments, one
 session per command, the warehouse (SQL through the dbt adapter), the manifest's tables and their
-producers, the pipeline's own tables, SQL quoting, Iceberg's procedures, kill points."""
+producers, the pipeline's own tables, SQL quoting, Iceberg's procedures, kill points, the object
+store's settings, and storage: the one way to the landing files, on this machine or on S3."""

@@ -14,6 +14,7 @@ Secrets are never written here but to the local server's identities file (readab
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Mapping
@@ -69,8 +70,11 @@ def bucket(environ: Mapping[str, str] = os.environ) -> str:
     return environ.get("CDC_S3_BUCKET") or DEFAULT_BUCKET
 
 
-def filesystem(endpoint: str | None, keys: Keys, region_name: str, attempts: int = 3, allow_bucket_creation=False):
-    """A pyarrow S3 filesystem on `endpoint` (path-style when it is not AWS), signed with `keys`."""
+def filesystem(
+    endpoint: str | None, keys: Keys | None, region_name: str, attempts: int = 3, allow_bucket_creation=False
+):
+    """A pyarrow S3 filesystem on `endpoint` (path-style when it is not AWS), signed with `keys`
+    (None: the AWS SDK's default chain, an instance profile on AWS)."""
     from pyarrow import fs
 
     options = {
@@ -80,13 +84,24 @@ def filesystem(endpoint: str | None, keys: Keys, region_name: str, attempts: int
     }
     if endpoint:
         options |= {"endpoint_override": endpoint, "force_virtual_addressing": False}
-    return fs.S3FileSystem(
-        access_key=keys.access_key_id,
-        secret_key=keys.secret_access_key,
-        connect_timeout=2,
-        request_timeout=10,
-        **options,
-    )
+    if keys is not None:
+        options |= {"access_key": keys.access_key_id, "secret_key": keys.secret_access_key}
+    return fs.S3FileSystem(connect_timeout=2, request_timeout=10, **options)
+
+
+def filesystem_from_env(environ: Mapping[str, str] = os.environ):
+    """The S3 filesystem of the standard variables, through which Python reads s3a:// and s3://
+    landing files (python_hooks/project/storage.py): the endpoint, the region, and the keys of both
+    variables; neither set: the development keys on a custom endpoint (the local server), the SDK's
+    default chain on AWS itself. One filesystem per set of values, made once in a process."""
+    endpoint = endpoint_url(environ)
+    keys = keys_from_env(environ)
+    return _filesystem_once(endpoint, None if keys.development and endpoint is None else keys, region(environ))
+
+
+@functools.lru_cache(maxsize=8)
+def _filesystem_once(endpoint: str | None, keys: Keys | None, region_name: str):
+    return filesystem(endpoint, keys, region_name)
 
 
 # ------------------------------------------------------------------------------------- the local server

@@ -1,0 +1,241 @@
+"""The one way the Python side reaches landing files, on this machine's disk or on S3: a `Location`.
+
+A landing folder is written as Spark and dbt know it (a source's identifier): an absolute path,
+a `file:` URI, or an `s3a://bucket/prefix` (or `s3://`) URI. A `Location` holds the pyarrow
+filesystem of that string (`pyarrow.fs.LocalFileSystem`, or the `S3FileSystem` of the standard AWS
+variables: python_hooks/project/object_store.py) and the path inside it, so that a folder on S3
+is listed, and its Parquet footers read, exactly like a local one. Its string form keeps the
+scheme it was written with (`s3a://...` stays `s3a://...`), so what Python lists and what SQL
+reads name a file the same way.
+
+Another scheme (gs://, abfss://, hdfs://) gives a Location that Python cannot reach
+(`reachable` is false): its folder is listed by Spark instead (landing/pending.py).
+
+A failure of the object store (keys refused, endpoint down, bucket missing) is a `StorageError`:
+one line naming the endpoint, the bucket and the variable to check, never a key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from pyarrow import fs
+
+from python_hooks.project import object_store
+
+LOCAL_SCHEMES = ("", "file")
+S3_SCHEMES = ("s3a", "s3")
+_LOCAL = fs.LocalFileSystem()
+# What S3 answers when it refuses the keys (pyarrow's code, or the service's own).
+_REFUSED = re.compile(
+    r"ACCESS_DENIED|SIGNATURE_DOES_NOT_MATCH|INVALID_ACCESS_KEY_ID|AccessDenied|SignatureDoesNotMatch|InvalidAccessKeyId"
+)
+_UNREACHABLE = re.compile(r"NETWORK_CONNECTION|curlCode|Couldn't connect|Could not resolve|timed out|Timeout")
+_NO_BUCKET = re.compile(r"NO_SUCH_BUCKET|NoSuchBucket")
+
+
+class StorageError(OSError):
+    """A landing location that cannot be read, said in one line (the endpoint, the bucket, the
+    variable to check); never a secret."""
+
+
+@dataclass(frozen=True, order=True)
+class Location:
+    """A folder or a file of the landing zone: `prefix` is how its string began (`""` for a path,
+    `file:`, `file://`, `s3a://`, `s3://`, or another scheme's), `path` the path inside its
+    filesystem (`/abs/folder` on this machine, `bucket/key` on S3), with no trailing slash."""
+
+    prefix: str
+    path: str
+
+    @classmethod
+    def parse(cls, text: str | os.PathLike[str]) -> Location:
+        """The Location of a landing string (or a local path). A relative local path is made absolute."""
+        text = os.fspath(text)
+        head = text.split("/", 1)[0]
+        if ":" not in head:  # a path on this machine
+            return cls("", str(PurePosixPath(os.path.abspath(text) if not text.startswith("/") else text)))
+        scheme, rest = text.split(":", 1)
+        if scheme == "file":  # file:/x, file:///x: the path is what follows the slashes, from one
+            slashes = len(rest) - len(rest.lstrip("/"))
+            return cls("file:" + "/" * max(slashes - 1, 0), _clean("/" + rest.lstrip("/")))
+        if not rest.startswith("//"):
+            return cls(scheme + ":", rest)
+        inside = rest[2:].strip("/")
+        if scheme in S3_SCHEMES and (not inside or rest[2:].startswith("/")):
+            raise StorageError(f"{text}: an S3 location names its bucket (s3a://<bucket>/<prefix>)")
+        return cls(scheme + "://", _clean(inside) if scheme in S3_SCHEMES else inside)
+
+    def __str__(self) -> str:
+        return self.prefix + self.path
+
+    @property
+    def scheme(self) -> str:
+        return self.prefix.split(":", 1)[0] if self.prefix else ""
+
+    @property
+    def is_local(self) -> bool:
+        """On this machine's disk (a path or a `file:` URI)."""
+        return self.scheme in LOCAL_SCHEMES
+
+    @property
+    def is_s3(self) -> bool:
+        return self.scheme in S3_SCHEMES
+
+    @property
+    def reachable(self) -> bool:
+        """Python lists and reads it (this machine's disk or S3); anything else is Spark's to list."""
+        return self.is_local or self.is_s3
+
+    @property
+    def name(self) -> str:
+        return self.path.rstrip("/").rsplit("/", 1)[-1]
+
+    @property
+    def bucket(self) -> str:
+        return self.path.split("/", 1)[0] if self.is_s3 else ""
+
+    @property
+    def local_path(self) -> Path:
+        """The path on this machine, for what only works there (rewriting a raw file in place)."""
+        if not self.is_local:
+            raise ValueError(f"{self} is not on this machine's disk")
+        return Path(self.path)
+
+    @property
+    def filesystem(self) -> fs.FileSystem:
+        """The pyarrow filesystem that holds it: the local one, or S3 from the standard variables."""
+        if self.is_local:
+            return _LOCAL
+        if self.is_s3:
+            return object_store.filesystem_from_env()
+        raise StorageError(f"{self}: Python reads local paths, file:, s3a:// and s3:// locations only")
+
+    def join(self, relative: str) -> Location:
+        """The location `relative` (a `/`-separated path) inside this folder."""
+        inside = relative.strip("/")
+        return Location(self.prefix, f"{self.path.rstrip('/')}/{inside}" if inside else self.path)
+
+    def relative_to(self, folder: Location | str | os.PathLike[str]) -> str:
+        """This location's path inside `folder`, `/`-separated (ValueError when it is not inside)."""
+        folder = location(folder)
+        base = folder.path.rstrip("/") + "/"
+        same_store = folder.scheme == self.scheme or (folder.is_local and self.is_local)
+        if not same_store or not self.path.startswith(base):
+            raise ValueError(f"{self} is not inside {folder}")
+        return self.path[len(base) :]
+
+    def files(self) -> list[StoredFile]:
+        """Every file under this folder, in every subfolder, with its size and modification time
+        ([] when the folder does not exist or is a file). On S3 an empty answer is checked against
+        the bucket: a missing bucket is a StorageError, not an empty folder."""
+        selector = fs.FileSelector(self.path, recursive=True, allow_not_found=True)
+        try:
+            infos = self.filesystem.get_file_info(selector)
+        except NotADirectoryError:
+            return []
+        except OSError as error:
+            raise self.failure(error) from None
+        found = [_stored(self, info) for info in infos if info.type == fs.FileType.File]
+        if not found and self.is_s3:
+            self._check_bucket()
+        return found
+
+    def info(self) -> StoredFile | None:
+        """This file's size and modification time, None when there is no file here."""
+        try:
+            info = self.filesystem.get_file_info(self.path)
+        except OSError as error:
+            raise self.failure(error) from None
+        if info.type != fs.FileType.File:
+            return None
+        return StoredFile(self, self.name, info.size, info.mtime_ns or 0)
+
+    def open(self):
+        """The file, opened for random-access reading (a pyarrow NativeFile: use it in `with`)."""
+        try:
+            return self.filesystem.open_input_file(self.path)
+        except OSError as error:
+            raise self.failure(error) from None
+
+    def _check_bucket(self) -> None:
+        try:
+            missing = self.filesystem.get_file_info(self.bucket).type == fs.FileType.NotFound
+        except OSError as error:
+            raise self.failure(error) from None
+        if missing:
+            raise StorageError(_no_bucket(self))
+
+    def failure(self, error: Exception) -> StorageError:
+        """`error` (raised reading this location) as one readable line: what to check, no secret."""
+        if isinstance(error, StorageError):
+            return error
+        text = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        if not self.is_s3:
+            return StorageError(f"cannot read {self}: {text}")
+        endpoint = _endpoint()
+        refused = _REFUSED.search(text)
+        if refused:
+            return StorageError(
+                f"S3 at {endpoint} refused bucket {self.bucket} ({refused.group(0)}) with the keys of"
+                " AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY: check both variables (and AWS_REGION)"
+            )
+        if _UNREACHABLE.search(text):
+            return StorageError(
+                f"S3 at {endpoint} does not answer (reading {self}): check AWS_ENDPOINT_URL_S3 (or"
+                " AWS_ENDPOINT_URL); for the local server, make s3-up"
+            )
+        if _NO_BUCKET.search(text):
+            return StorageError(_no_bucket(self))
+        return StorageError(f"cannot read {self} on S3 at {endpoint}: {text}")
+
+
+@dataclass(frozen=True, order=True)
+class StoredFile:
+    """A file as a listing found it: where it is, its path inside the listed folder (`/`-separated),
+    its size in bytes and its modification time (ns since the epoch; S3: the object's LastModified)."""
+
+    location: Location
+    relative: str
+    size: int
+    mtime_ns: int
+
+    @property
+    def name(self) -> str:
+        return self.location.name
+
+    def __str__(self) -> str:
+        return str(self.location)
+
+
+def location(where: Location | StoredFile | str | os.PathLike[str]) -> Location:
+    """The Location of a landing string, a local path, a listed file or a Location."""
+    if isinstance(where, Location):
+        return where
+    if isinstance(where, StoredFile):
+        return where.location
+    return Location.parse(where)
+
+
+def _clean(path: str) -> str:
+    """A path without repeated or trailing slashes (as pathlib writes it)."""
+    return re.sub("/{2,}", "/", path).rstrip("/") or "/"
+
+
+def _stored(folder: Location, info: fs.FileInfo) -> StoredFile:
+    file = Location(folder.prefix, info.path)
+    return StoredFile(file, file.relative_to(folder), info.size, info.mtime_ns or 0)
+
+
+def _endpoint() -> str:
+    return object_store.endpoint_url() or "AWS (AWS_ENDPOINT_URL_S3 unset)"
+
+
+def _no_bucket(where: Location) -> str:
+    return (
+        f"bucket {where.bucket} does not exist at {_endpoint()} (reading {where}): check the landing root"
+        " (CDC_LANDING_ROOT, or the source's identifier) and CDC_S3_BUCKET, or create the bucket"
+    )
