@@ -35,13 +35,14 @@ from python_hooks.commands import status
 from python_hooks.commands.summary import run_summary
 from python_hooks.evolution import staging_views
 from python_hooks.evolution.apply import evolve
-from python_hooks.landing.files import empty_files, landing_files
+from python_hooks.landing.files import empty_files, is_listed_here, landing_files
 from python_hooks.landing.pending import PLAN_VARIABLE, idle_models, pending, pending_files, plan_environment
 from python_hooks.project import env, faults
 from python_hooks.project.dbt_args import split_shared_options
 from python_hooks.project.meta import BATCH_LOG, ERASURE_REGISTER, RECTIFICATION_REGISTER
 from python_hooks.project.session import Session, SessionError, dbt_runner
 from python_hooks.project.sql import quoted_relation, sql_string
+from python_hooks.project.storage import StorageError
 from python_hooks.project.tables import cdc_tables
 from python_hooks.project.warehouse import Warehouse, state_dir
 
@@ -81,7 +82,10 @@ def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False) -> H
             "target %s, schema %s, landing %s", warehouse.target, warehouse.schema, os.environ.get("CDC_LANDING_ROOT")
         )
         tables = cdc_tables(session.manifest)
-        waiting = pending(warehouse, tables, cache_dir=state_dir())
+        try:
+            waiting = pending(warehouse, tables, cache_dir=state_dir())
+        except StorageError as error:  # a landing folder on S3 that cannot be listed: say what to check
+            return Hooks(False, [str(error)])
         idle = idle_models(tables, waiting)
         # The files each model applies, listed once here, handed to dbt (single-writer target only: on
         # a shared one another run may apply them meanwhile, so each model lists its own at its turn).
@@ -91,7 +95,7 @@ def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False) -> H
         views, unchanged = {}, set()
         if single_writer:  # on a shared target another run may change a view meanwhile: built every run
             views, unchanged = _staging_views(warehouse, session.manifest, tables, idle, result.staging_inputs)
-    for table in tables:
+    for table in (t for t in tables if is_listed_here(t.folder)):
         for path in empty_files(table.folder):
             result.problems.append(
                 f"{table.model} (source {table.source}): raw file {path} is empty (0 bytes): an upload still in"
@@ -161,7 +165,7 @@ def log_refusals(warehouse: Warehouse, hooks: Hooks, run_id: str) -> None:
         problems = hooks.refusals.get(table.model)
         if problems is None:
             continue
-        names = {p.name for p in landing_files(table.folder)}
+        names = {p.name for p in landing_files(table.folder)} if is_listed_here(table.folder) else set()
         named = sum(any(name in problem for problem in problems) for name in names)
         row = {
             "run_id": sql_string(run_id),

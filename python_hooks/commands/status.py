@@ -23,6 +23,7 @@ from python_hooks.landing.pending import pending_files
 from python_hooks.project.meta import BATCH_LOG, IGNORED_COUNTERS, SCHEMA_EVOLUTION_LOG
 from python_hooks.project.session import Session, SessionError
 from python_hooks.project.sql import quoted_relation, relation_parts, sql_string
+from python_hooks.project.storage import StorageError
 from python_hooks.project.tables import cdc_tables
 from python_hooks.project.warehouse import Warehouse
 
@@ -317,14 +318,18 @@ def plot(rows: Sequence[dict], path: Path) -> Path:
 
 def run_status(dbt_args: Sequence[str], plot_path: Path | None, echo=print) -> int:
     """`python -m python_hooks status`: the status of every table, the plot if asked; the exit code
-    (2 when the project cannot be parsed or the warehouse not reached)."""
+    (2 when the project cannot be parsed, the warehouse not reached or a landing folder not listed)."""
     try:
         session = Session.start(dbt_args)
     except SessionError as error:
         log.error("%s", error)
         return 2
     with session:
-        statuses = collect(session.warehouse, session.manifest)
+        try:
+            statuses = collect(session.warehouse, session.manifest)
+        except StorageError as error:  # a landing folder on S3 that cannot be listed: say what to check
+            log.error("%s", error)
+            return 2
         rows = log_rows(session.warehouse) if plot_path else []
     for line in render(statuses):
         echo(line)

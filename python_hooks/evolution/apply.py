@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -28,11 +29,12 @@ from pathlib import Path
 from python_hooks.evolution.footers import FooterCache, FooterReadError
 from python_hooks.evolution.plan import ColumnChange, Refusal, business_schema, plan_schema_changes
 from python_hooks.evolution.types import spark_type
-from python_hooks.landing.files import raw_files
+from python_hooks.landing.files import is_listed_here, raw_files
 from python_hooks.project import faults
 from python_hooks.project.meta import RAW_FILE_GROUPS, SCHEMA_EVOLUTION_LOG
 from python_hooks.project.sql import quoted_relation
 from python_hooks.project.sql import sql_string_or_null as _text
+from python_hooks.project.storage import Location, StorageError, location
 from python_hooks.project.tables import CdcTable, cdc_tables
 from python_hooks.project.warehouse import Warehouse
 
@@ -72,12 +74,16 @@ def missing_keys(table: CdcTable, file_types: dict[str, dict[str, str]]) -> list
     return problems
 
 
-def file_groups(folder: Path, file_types: dict[str, dict[str, str]], union: dict[str, str]) -> list[list[str]]:
-    """Files grouped so that within a group every column has one type. One group: nothing to record."""
+def file_groups(
+    folder: Location | str | os.PathLike[str], file_types: dict[str, dict[str, str]], union: dict[str, str]
+) -> list[list[str]]:
+    """Files grouped so that within a group every column has one type. One group: nothing to record.
+    `file_types` is keyed by each file's location string (the footer cache's key); a group lists
+    paths inside `folder`."""
     groups: dict[tuple, list[str]] = {}
     for name, types in sorted(file_types.items()):
         signature = tuple(sorted((c, t) for c, t in types.items() if c in union and t not in (union[c], "null")))
-        groups.setdefault(signature, []).append(Path(name).relative_to(folder).as_posix())
+        groups.setdefault(signature, []).append(location(name).relative_to(folder))
     return [groups[k] for k in sorted(groups)]
 
 
@@ -99,7 +105,7 @@ def evolve(
             continue
         try:
             _evolve_table(warehouse, table, cache, result, group_rows)
-        except FooterReadError as error:
+        except (FooterReadError, StorageError) as error:
             result.problems.append(f"{table.model} (source {table.source}): {error}. The table was not changed.")
             result.blocked_models.update({table.staging_model, table.model})
     cache.save()
@@ -110,8 +116,15 @@ def evolve(
 def _evolve_table(
     warehouse: Warehouse, table: CdcTable, cache: FooterCache, result: EvolutionResult, group_rows
 ) -> None:
-    files = raw_files(table.folder, table.producer)
     group_rows[table.staging_model] = []
+    if not is_listed_here(table.folder):
+        log.info(
+            "%s: raw files at %s are listed by Spark only: its columns come with dbt's on_schema_change",
+            table.model,
+            table.folder,
+        )
+        return
+    files = raw_files(table.folder, table.producer)
     if not files:
         log.info("%s: no raw file yet", table.model)
         return

@@ -8,6 +8,9 @@ Struct columns are merged field by field (the Debezium `after`/`before` images g
 
 `FooterCache` remembers, per table, which files it read (name, size, mtime) and their union, so each
 run opens only the footers of new files. Pass files oldest first: the order sets the column order.
+
+Files are read through the storage seam (python_hooks/project/storage.py): a local path, a listed
+`StoredFile` or a Location, on this machine or on S3; only the footer's bytes are fetched.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from python_hooks.evolution.types import UnsupportedTypeError, compare_types, spark_type
+from python_hooks.project.storage import Location, StorageError, StoredFile, location
 from python_hooks.project.warehouse import write_state
 
 logger = logging.getLogger(__name__)
@@ -56,12 +60,19 @@ class UnionSchema:
     conflicts: tuple[TypeConflict, ...]
 
 
-def read_footer(path: Path) -> pa.Schema:
+RawFile = StoredFile | Location | str | os.PathLike[str]
+
+
+def read_footer(file: RawFile) -> pa.Schema:
     """The Arrow schema of a Parquet file's footer; FooterReadError naming the file if it has none."""
+    path = location(file)
     try:
-        schema = pq.read_schema(path)
-    except Exception as error:  # pyarrow raises OSError, ArrowInvalid, ... for a bad or missing file
+        schema = pq.read_schema(path.path, filesystem=path.filesystem)
+    except StorageError as error:
         raise FooterReadError(f"cannot read the Parquet footer of {path}: {error}") from error
+    except Exception as error:  # pyarrow raises OSError, ArrowInvalid, ... for a bad or missing file
+        reason = path.failure(error) if isinstance(error, OSError) and path.is_s3 else error
+        raise FooterReadError(f"cannot read the Parquet footer of {path}: {reason}") from error
     if len(schema) == 0:
         raise FooterReadError(f"the Parquet file {path} has no columns")
     spellings: dict[str, str] = {}
@@ -76,12 +87,12 @@ def read_footer(path: Path) -> pa.Schema:
     return schema
 
 
-def read_union_schema(paths: Iterable[Path]) -> UnionSchema:
+def read_union_schema(paths: Iterable[RawFile]) -> UnionSchema:
     """Union of the footers of `paths`, in the order given."""
     fields: list[pa.Field] = []
     conflicts: list[TypeConflict] = []
     for path in paths:
-        fields = merge_fields(fields, read_footer(Path(path)), os.fspath(path), conflicts)
+        fields = merge_fields(fields, read_footer(path), str(location(path)), conflicts)
     return UnionSchema(pa.schema(fields), tuple(conflicts))
 
 
@@ -198,6 +209,18 @@ def _state_to_json(tables: dict[str, _TableState]) -> dict[str, object]:
     }
 
 
+def _stored(file: RawFile) -> StoredFile:
+    """A file's size and mtime, as the store says now; FooterReadError naming it when it is not there."""
+    path = location(file)
+    try:
+        found = path.info()
+    except StorageError as error:
+        raise FooterReadError(f"cannot read the Parquet footer of {path}: {error}") from error
+    if found is None:
+        raise FooterReadError(f"cannot read the Parquet footer of {path}: no such file")
+    return found
+
+
 class FooterCache:
     """Union schemas per table, remembered in a JSON state file so that each file's footer is read once.
 
@@ -224,23 +247,22 @@ class FooterCache:
             )
             return {}
 
-    def union_schema(self, table: str, files: Sequence[Path]) -> UnionSchema:
-        """Union schema of `files` (oldest first), reading only footers not read before."""
+    def union_schema(self, table: str, files: Sequence[RawFile]) -> UnionSchema:
+        """Union schema of `files` (oldest first), reading only footers not read before. A file is
+        known by its location's string (a local path as today, `s3a://...` on S3) and its size and
+        mtime: those of the listing for a `StoredFile`, else asked of the store."""
         previous = self._tables.get(table, _TableState())
         signatures: dict[str, tuple[int, int]] = {}
         for path in files:
-            try:
-                stat = Path(path).stat()
-            except OSError as error:
-                raise FooterReadError(f"cannot read the Parquet footer of {path}: {error}") from error
-            signatures[os.fspath(path)] = (stat.st_size, stat.st_mtime_ns)
+            listed = path if isinstance(path, StoredFile) else _stored(path)
+            signatures[str(listed.location)] = (listed.size, listed.mtime_ns)
         changed = [name for name, signature in signatures.items() if previous.files.get(name) != signature]
         fields = list(previous.fields)
         # Conflicts stay while their file does, unless the file is read again (which finds them anew).
         conflicts = [c for c in previous.conflicts if c.file in signatures and c.file not in changed]
         types = {name: previous.types[name] for name in signatures if name not in changed and name in previous.types}
         for name in changed:
-            footer = read_footer(Path(name))
+            footer = read_footer(name)
             types[name] = column_types(footer)
             fields = merge_fields(fields, footer, name, conflicts)
         logger.debug("%s: %d raw files, %d footers read", table, len(signatures), len(changed))

@@ -7,63 +7,78 @@ Parquet files directly in the folder or in any subfolder (DMS's DatePartitionEna
 Spark. The staging macros list folders in SQL with the same rule (macros/cdc/landing.sql:
 cdc_landing_listing_sql, cdc_landing_probe, and cdc_landing_raw_table, which the staging views
 read); tests/pytest/unit/test_rules_pinned.py holds the two together.
+
+A folder is a landing string (a path, `file:`, `s3a://` or `s3://`), a local `Path` or a
+`Location`: every one is listed through the one seam, python_hooks/project/storage.py, so a folder
+on S3 is listed exactly like a local one. A listed file is a `StoredFile` (its location, its path
+inside the folder, its size and modification time).
 """
 
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
+import os
+from pathlib import PurePath, PurePosixPath
+
+from python_hooks.project.storage import Location, StoredFile, location
 
 HIDDEN_PREFIXES = (".", "_")
 RAW_SUFFIX = ".parquet"
 
+Folder = Location | str | os.PathLike[str]
 
-def is_raw_file(relative: Path) -> bool:
+
+def is_raw_file(relative: str | PurePath) -> bool:
     """A path relative to its landing folder names a raw file: Parquet, nothing hidden on the way."""
-    return relative.name.endswith(RAW_SUFFIX) and not any(part.startswith(HIDDEN_PREFIXES) for part in relative.parts)
+    parts = PurePosixPath(relative).parts
+    return bool(parts) and parts[-1].endswith(RAW_SUFFIX) and not any(p.startswith(HIDDEN_PREFIXES) for p in parts)
 
 
-def is_local(landing: str) -> bool:
-    """A landing folder given as a path on this machine, which Python lists; a URI (s3a://...,
-    file:...) is listed by Spark instead."""
-    return ":" not in landing.split("/", 1)[0]
+def is_local(landing: Folder) -> bool:
+    """A landing folder on this machine's disk (a path or a `file:` URI)."""
+    return location(landing).is_local
 
 
-def landing_files(folder: Path) -> list[Path]:
+def is_listed_here(landing: Folder) -> bool:
+    """A landing folder Python lists (this machine's disk or S3); any other scheme is listed by
+    Spark, through its binaryFile listing table (landing/pending.py)."""
+    return location(landing).reachable
+
+
+def landing_files(folder: Folder) -> list[StoredFile]:
     """The raw Parquet files of a landing folder (unordered; [] when the folder does not exist)."""
-    if not folder.is_dir():
-        return []
-    return [p for p in folder.rglob("*" + RAW_SUFFIX) if is_raw_file(p.relative_to(folder))]
+    return [file for file in location(folder).files() if is_raw_file(file.relative)]
 
 
-def delivery_order(producer: str, path: Path) -> tuple:
+def delivery_order(producer: str, file: StoredFile | PurePath) -> tuple:
     """Sort key: the order a producer wrote its files. DMS: the full load (LOAD*) first, then CDC
     files by name (a timestamp), whatever their date subfolder. Debezium through the S3 sink:
     <topic>+<partition>+<start offset>.<ext>, by start offset (0 when a name has none)."""
     if producer == "dms":
-        return (not path.name.startswith("LOAD"), path.name, str(path))
-    parts = path.name.split("+")
+        return (not file.name.startswith("LOAD"), file.name, str(file))
+    parts = file.name.split("+")
     digits = parts[-1].split(".")[0] if len(parts) >= 3 else ""
-    return (int(digits) if digits.isdigit() else 0, path.name, str(path))
+    return (int(digits) if digits.isdigit() else 0, file.name, str(file))
 
 
-def raw_files(folder: Path, producer: str) -> list[Path]:
+def raw_files(folder: Folder, producer: str) -> list[StoredFile]:
     """The raw files of a landing folder, oldest first (`delivery_order`)."""
-    return sorted(landing_files(folder), key=lambda path: delivery_order(producer, path))
+    return sorted(landing_files(folder), key=lambda file: delivery_order(producer, file))
 
 
-def file_size(path: Path) -> int:
-    """Bytes; -1 when the file went away since it was listed."""
-    try:
-        return path.stat().st_size
-    except OSError:
-        return -1
+def file_size(file: StoredFile | Folder) -> int:
+    """Bytes: a listed file's size as listed; for a path or location, as the store says now (-1
+    when there is no file there)."""
+    if isinstance(file, StoredFile):
+        return file.size
+    found = location(file).info()
+    return -1 if found is None else found.size
 
 
-def empty_files(folder: Path) -> list[Path]:
+def empty_files(folder: Folder) -> list[StoredFile]:
     """The raw files of 0 bytes: an upload in progress or one that failed. Spark's listing skips
     them, so without this check such a file would wait unseen, and unreported, for ever."""
-    return [path for path in sorted(landing_files(folder)) if file_size(path) == 0]
+    return [file for file in sorted(landing_files(folder)) if file_size(file) == 0]
 
 
 def probe_name(source_name: str, table_name: str, landing: str) -> str:

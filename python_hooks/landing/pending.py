@@ -1,9 +1,10 @@
 """The raw files waiting per current-state table: listed in its landing folder, not in its ledger.
 
-A local landing folder is listed here, in Python (landing/files.py), and every table's ledger is
-read in one query: a run with nothing new costs one small query, not a Spark listing per table. A
-folder Python cannot list (an object store URI) is read from the binaryFile listing table that
-staging keeps for it (macros/cdc/landing.sql). No raw file is opened either way."""
+A landing folder on this machine or on S3 is listed here, in Python (landing/files.py, through
+project/storage.py), and every table's ledger is read in one query: a run with nothing new costs
+one small query, not a Spark listing per table. A folder Python cannot list (another scheme than
+a path, file:, s3a:// or s3://) is read from the binaryFile listing table that staging keeps for
+it (macros/cdc/landing.sql). No raw file is opened either way."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from python_hooks.landing.files import is_local, landing_files, probe_name
+from python_hooks.landing.files import is_listed_here, landing_files, probe_name
 from python_hooks.project.meta import FILE_LEDGER
 from python_hooks.project.sql import quoted_relation, sql_string
 from python_hooks.project.tables import CdcTable
@@ -78,7 +79,7 @@ def _keep_ledger(cache_dir: Path, ledger: str, snapshot: str, applied: dict[str,
 @dataclass(frozen=True)
 class Pending:
     """What waits per current-state model: how many raw files (every model whose table exists), and,
-    for a local folder, which ones: {model identifier: {"folder": ..., "files": [[name, path relative
+    for a folder Python lists, which ones: {model identifier: {"folder": ..., "files": [[name, path relative
     to the folder], ...]}}, oldest name first, as macros/cdc/landing.sql: cdc_landing_pending lists
     them (the run hands this plan to dbt: `plan_environment`)."""
 
@@ -88,27 +89,27 @@ class Pending:
 
 def pending(warehouse: Warehouse, tables: Sequence[CdcTable], cache_dir: Path | None = None) -> Pending:
     """The files waiting: listed in the landing folder, not in the ledger. Only models whose table
-    exists (and, for a folder on an object store, whose listing table does). `cache_dir`: see
-    `applied_files`."""
+    exists (and, for a folder Python cannot list, whose listing table does). `cache_dir`: see
+    `applied_files`. A folder on S3 that cannot be listed is a StorageError (project/storage.py)."""
     meta = warehouse.meta_schema
     built = [t for t in tables if warehouse.table_exists(t.schema, t.identifier)]
     if not built or not warehouse.table_exists(meta, FILE_LEDGER):
         return Pending()
-    local = [t for t in built if is_local(t.landing)]
-    applied = applied_files(warehouse, local, cache_dir)
+    listed = [t for t in built if is_listed_here(t.landing)]
+    applied = applied_files(warehouse, listed, cache_dir)
     counts: dict[str, int] = {}
     plan: dict[str, dict] = {}
-    for table in local:
+    for table in listed:
         waiting = sorted(
-            (path.name, path.relative_to(table.folder).as_posix())
-            for path in landing_files(table.folder)
-            if path.name not in applied[table.identifier]
+            (file.name, file.relative)
+            for file in landing_files(table.folder)
+            if file.name not in applied[table.identifier]
         )
         counts[table.model] = len(waiting)
         names = [name for name, _ in waiting]
         if waiting and len(set(names)) == len(names):  # two files of one name: the macro refuses them
             plan[table.identifier] = {"folder": table.landing.rstrip("/"), "files": [list(w) for w in waiting]}
-    remote = [t for t in built if not is_local(t.landing) and warehouse.table_exists(meta, table_probe(t))]
+    remote = [t for t in built if not is_listed_here(t.landing) and warehouse.table_exists(meta, table_probe(t))]
     return Pending({**counts, **_pending_in_listing_tables(warehouse, remote)}, plan)
 
 

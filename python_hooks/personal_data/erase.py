@@ -74,7 +74,7 @@ def erase(
     check_secret_in_warehouse(warehouse, secret)
     tables = check_columns(warehouse, tables)
     for holder in raw:
-        if "://" in str(holder.folder) and not str(holder.folder).startswith("file:"):
+        if not holder.folder.is_local:
             raise ErasureError(
                 f"{holder.name}: raw files at {holder.folder} are not on a local file system; this erasure rewrites "
                 "local landing folders only. Nothing was erased"
@@ -85,11 +85,11 @@ def erase(
     # 3. raw files
     for holder in raw:
         removed = 0
-        for path in sorted(landing_files(holder.folder)):
-            rows = scrub_raw_file(path, holder.column, keys, holder.producer)
+        for file in sorted(landing_files(holder.folder)):
+            rows = scrub_raw_file(file.location.local_path, holder.column, keys, holder.producer)
             if rows:
                 removed += rows
-                report.raw_files.append(path.relative_to(holder.folder).as_posix())
+                report.raw_files.append(file.relative)
         report.rows[f"raw {holder.name}"] = removed
         log.info("erase: raw files of %s: %d row(s) removed", holder.name, removed)
     # 4. tables and tombstones

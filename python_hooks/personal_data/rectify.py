@@ -14,7 +14,6 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from pathlib import Path
 
 from python_hooks.landing.files import landing_files
 from python_hooks.personal_data.raw_files import arrow_value, raw_personal_values, rectify_raw_file
@@ -39,6 +38,7 @@ from python_hooks.personal_data.subjects import (
 )
 from python_hooks.project.meta import RECTIFICATION_REGISTER
 from python_hooks.project.sql import quote_ident, quoted_relation, sql_string
+from python_hooks.project.storage import StoredFile
 from python_hooks.project.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
@@ -119,15 +119,16 @@ def rectify(
             )
             for key, value in rows:
                 old.setdefault((attribute, key), set()).add(value)
-    raw_files: list[tuple[Holder, Path]] = []
+    raw_files: list[tuple[Holder, StoredFile]] = []
     for holder in raw:
-        if "://" in str(holder.folder) and not str(holder.folder).startswith("file:"):
+        if not holder.folder.is_local:
             raise ErasureError(
                 f"{holder.name}: raw files at {holder.folder} are not on a local file system; this rectification "
                 "rewrites local landing folders only. Nothing was changed"
             )
         columns = {column: attribute for attribute, column in holder.personal_columns.items() if attribute in changes}
-        for path in sorted(landing_files(holder.folder)):
+        for file in sorted(landing_files(holder.folder)):
+            path = file.location.local_path
             found, arrow_types = raw_personal_values(path, holder.column, keys, holder.producer, list(columns))
             for column, arrow_type in arrow_types.items():
                 try:
@@ -138,18 +139,18 @@ def rectify(
             for (column, key), values in found.items():
                 old.setdefault((columns[column], key), set()).update(values)
             if found:
-                raw_files.append((holder, path))
+                raw_files.append((holder, file))
     # 2. the register: from now on staging replaces every old value by its correction
     register_keys(warehouse, subject, [], secret)  # the check row: tells a missing secret apart
     register_corrections(warehouse, subject, hashes, changes, old, secret)
     log.info("rectify: %d old value(s) of %d key(s) registered (keyed hashes)", sum(map(len, old.values())), len(keys))
     # 3. raw files
-    for holder, path in raw_files:
+    for holder, file in raw_files:
         columns = {c: changes[a] for a, c in holder.personal_columns.items() if a in changes}
-        count = rectify_raw_file(path, holder.column, keys, holder.producer, columns)
+        count = rectify_raw_file(file.location.local_path, holder.column, keys, holder.producer, columns)
         if count:
             report.rows[f"raw {holder.name}"] = report.rows.get(f"raw {holder.name}", 0) + count
-            report.raw_files.append(path.relative_to(holder.folder).as_posix())
+            report.raw_files.append(file.relative)
     # 4. tables
     touched: list[str] = []
     for holder in tables:

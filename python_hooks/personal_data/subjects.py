@@ -23,9 +23,9 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 from python_hooks.project.sql import quoted_relation, sql_string
+from python_hooks.project.storage import Location
 from python_hooks.project.tables import (
     TABLE_MATERIALIZATIONS,
     cdc_tables,
@@ -94,7 +94,7 @@ class Holder:
     column: str
     schema: str = ""
     identifier: str = ""
-    folder: Path | None = None
+    folder: Location | None = None  # raw folders: the landing folder (project/storage.py)
     producer: str = ""  # raw folders: a producer kind (python_hooks/project/producers.py)
     tombstone_model: str = ""  # a current-state model keyed by the subject's column: its tombstones go too
     personal: tuple[tuple[str, str], ...] = ()  # (attribute, column): meta.cdc_personal_data
@@ -138,7 +138,7 @@ def holders(manifest, subject: str) -> tuple[list[Holder], list[Holder]]:
                 Holder(
                     f"{source.source_name}.{source.name}",
                     column,
-                    folder=Path(source.identifier),
+                    folder=Location.parse(source.identifier),
                     producer=source_producer(source).kind,
                     personal=_personal(source.meta, subject),
                 )

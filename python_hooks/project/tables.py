@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 
 from python_hooks.project.producers import Producer, ProducerKind, producer_of, source_meta
+from python_hooks.project.storage import Location
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ class CdcTable:
     identifier: str
     staging_model: str
     source: str
-    folder: Path
+    folder: Location  # the landing folder, through the storage seam (project/storage.py)
     producer: ProducerKind
     timestamp_column: str | None
     source_name: str = ""
@@ -81,7 +81,7 @@ def cdc_tables(manifest) -> list[CdcTable]:
                 identifier=node.alias or node.name,
                 staging_model=staging.name,
                 source=f"{source.source_name}.{source.name}",
-                folder=Path(source.identifier),
+                folder=Location.parse(source.identifier),
                 producer=producer.kind,
                 timestamp_column=producer.timestamp_column,
                 source_name=source.source_name,

@@ -33,6 +33,7 @@ from pathlib import Path
 import yaml
 
 from python_hooks.project.producers import DEFAULT_TIMESTAMP_COLUMN
+from python_hooks.project.storage import Location, StorageError
 from python_hooks.sources.model import (
     DBT_NAME,
     KAFKA_TOPIC,
@@ -343,10 +344,14 @@ def add_source(
     if not (project_dir / "dbt_project.yml").is_file():
         raise AddSourceError(f"{project_dir} has no dbt_project.yml: pass the project with --project-dir")
     request = build_request(producer, names, keys, source_name, table_name, timestamp_column)
-    if "://" in landing_root and not landing_root.startswith("file:"):
+    try:
+        root = Location.parse(landing_root)
+    except StorageError as error:
+        raise AddSourceError(f"CDC_LANDING_ROOT: {error}") from None
+    if not root.reachable:
         raise AddSourceError(
-            f"CDC_LANDING_ROOT={landing_root} is not a local folder: add-source reads footers of local files; point"
-            " it at a local copy of a few of the table's files for this command"
+            f"CDC_LANDING_ROOT={landing_root}: add-source reads footers on this machine or on S3 (s3a://) only;"
+            " point it at a copy of a few of the table's files for this command"
         )
     declared = [
         (path, entry) for path, entry in _existing(project_dir).sources if entry.get("name") == request.source_name
@@ -359,8 +364,8 @@ def add_source(
         )
     for path, entry in declared:
         check_source_fits(path, entry, request, None, project_dir)
-    root = Path(landing_root.removeprefix("file:"))
-    raw = read_raw_table(producer, root / request.landing_path, request.keys, request.timestamp_column, request.label)
+    folder = root.join(request.landing_path)
+    raw = read_raw_table(producer, folder, request.keys, request.timestamp_column, request.label)
     result = plan(project_dir, request, raw)
     if write:
         apply(result)

@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from python_hooks.project.storage import Location, StoredFile
+
 PRODUCERS = ("dms", "debezium")
 PLAIN_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DBT_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
@@ -39,8 +41,8 @@ class RawTable:
         """The producer kind (python_hooks/project/producers.py)."""
         return "dms" if self.producer == "dms" else f"debezium_{self.shape}"
 
-    folder: Path
-    files: tuple[Path, ...]
+    folder: Location  # on this machine or on S3 (python_hooks/project/storage.py)
+    files: tuple[StoredFile, ...]
     columns: tuple[Column, ...]  # business columns only, in file order
 
 

@@ -1,11 +1,10 @@
 """A landing folder's raw table, from its files' Parquet footers only (never the data): the producer's
-shape, the business columns and their Spark types; every file checked for what staging needs."""
+shape, the business columns and their Spark types; every file checked for what staging needs. The
+folder is on this machine or on S3 (python_hooks/project/storage.py)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from pathlib import Path
 
 import pyarrow as pa
 
@@ -14,6 +13,7 @@ from python_hooks.evolution.plan import SchemaShapeError, business_schema
 from python_hooks.evolution.types import UnsupportedTypeError, spark_type
 from python_hooks.landing.files import raw_files
 from python_hooks.project.producers import DMS_METADATA_COLUMNS
+from python_hooks.project.storage import Location, StorageError, StoredFile
 from python_hooks.sources.model import AddSourceError, Column, RawTable
 
 
@@ -47,18 +47,21 @@ def _some(names: Sequence[str], limit: int = 12) -> str:
 
 
 def read_raw_table(
-    producer: str, folder: Path, keys: Sequence[str], timestamp_column: str | None, label: str = "the table"
+    producer: str, folder: Location, keys: Sequence[str], timestamp_column: str | None, label: str = "the table"
 ) -> RawTable:
     """The footers of `folder`'s raw files: the shape, the business columns and their Spark types.
     Refuses a folder without Parquet file, an unreadable footer, a type conflict between files, a file
     without a key column, and files that are not what the producer writes."""
-    files = raw_files(folder, "dms" if producer == "dms" else "debezium")
+    try:
+        files = raw_files(folder, "dms" if producer == "dms" else "debezium")
+    except StorageError as error:
+        raise AddSourceError(f"{label}: {error}") from None
     where = "its date subfolders" if producer == "dms" else "its partition=<p> folders"
     if not files:
         raise AddSourceError(
             f"no Parquet file in {folder} (nor {where}): land the table's first files there, then run add-source"
         )
-    footers: list[tuple[Path, pa.Schema]] = []
+    footers: list[tuple[StoredFile, pa.Schema]] = []
     fields: list[pa.Field] = []
     conflicts: list[TypeConflict] = []
     for path in files:
@@ -67,7 +70,7 @@ def read_raw_table(
         except FooterReadError as error:
             raise AddSourceError(f"{label}: {error}") from None
         footers.append((path, schema))
-        fields = merge_fields(fields, schema, os.fspath(path), conflicts)
+        fields = merge_fields(fields, schema, str(path), conflicts)
     if conflicts:
         raise AddSourceError(f"{label}: {conflicts[0].message()}")
 

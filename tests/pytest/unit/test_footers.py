@@ -13,6 +13,7 @@ import pytest
 
 from python_hooks.evolution import footers
 from python_hooks.evolution.footers import FooterCache, FooterReadError, TypeConflict, UnionSchema, read_union_schema
+from python_hooks.landing.files import raw_files
 
 
 def write(path: Path, schema: pa.Schema, rows: int = 2) -> Path:
@@ -215,6 +216,22 @@ def test_cache_persists_across_instances(tmp_path: Path, dms_files: list[Path], 
     again = FooterCache(state).union_schema("crm.customer", dms_files)
     assert counted_reads == []
     assert again == UnionSchema(EXPECTED_DMS_UNION, ())
+
+
+def test_a_listed_file_is_the_same_cache_entry_as_its_path(
+    tmp_path: Path, dms_files: list[Path], counted_reads: list[str]
+) -> None:
+    """A cache written from paths (before the storage seam) holds for the files a listing gives:
+    same key (the path), same size and mtime, so no footer is read again."""
+    state = tmp_path / "footers.json"
+    cache = FooterCache(state)
+    cache.union_schema("crm.customer", dms_files)
+    cache.save()
+    counted_reads.clear()
+    listed = raw_files(dms_files[0].parent, "dms")
+    assert [str(file) for file in listed] == [str(path) for path in dms_files]
+    assert FooterCache(state).union_schema("crm.customer", listed) == UnionSchema(EXPECTED_DMS_UNION, ())
+    assert counted_reads == []
 
 
 def test_cache_keeps_tables_apart(tmp_path: Path, dms_files: list[Path], counted_reads: list[str]) -> None:

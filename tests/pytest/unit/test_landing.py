@@ -4,10 +4,19 @@ them, and how many wait per table (a folder listed in Python, every ledger in on
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
-from python_hooks.landing.files import delivery_order, empty_files, is_local, landing_files, raw_files
+from python_hooks.landing.files import (
+    delivery_order,
+    empty_files,
+    is_listed_here,
+    is_local,
+    landing_files,
+    raw_files,
+)
 from python_hooks.landing.pending import PLAN_MAX_CHARS, idle_models, pending, pending_files, plan_environment
+from python_hooks.project.storage import Location
 from python_hooks.project.tables import CdcTable
 
 
@@ -21,7 +30,7 @@ def _touch(folder: Path, *names: str, size: int = 4) -> None:
 def test_raw_files_are_parquet_files_nothing_hidden_on_the_way(tmp_path):
     _touch(tmp_path, "LOAD00000001.parquet", "2026/11/25/20261125-1.parquet", "partition=0/t+0+5.snappy.parquet")
     _touch(tmp_path, "_SUCCESS", ".part.parquet.crc", ".hidden.parquet", "_temporary/0/x.parquet", "notes.txt")
-    found = sorted(p.relative_to(tmp_path).as_posix() for p in landing_files(tmp_path))
+    found = sorted(p.relative for p in landing_files(tmp_path))
     assert found == ["2026/11/25/20261125-1.parquet", "LOAD00000001.parquet", "partition=0/t+0+5.snappy.parquet"]
     assert landing_files(tmp_path / "missing") == []
 
@@ -46,9 +55,11 @@ def test_empty_files_and_local_folders(tmp_path):
     _touch(tmp_path, "full.parquet")
     _touch(tmp_path, "uploading.parquet", size=0)
     assert [p.name for p in empty_files(tmp_path)] == ["uploading.parquet"]
-    assert is_local("/data/landing/dms/crm/customer")
+    assert is_local("/data/landing/dms/crm/customer") and is_local("file:/data/landing")
     assert not is_local("s3a://bucket/landing/dms/crm/customer")
-    assert not is_local("file:/data/landing")
+    # Python lists this machine's folders and S3's; another scheme is Spark's to list (binaryFile)
+    assert all(map(is_listed_here, ["/data/landing", "file:/data/landing", "s3a://b/landing", "s3://b/landing"]))
+    assert not is_listed_here("abfss://c@account.dfs.core.windows.net/landing")
 
 
 class _Warehouse:
@@ -147,3 +158,16 @@ def test_the_ledger_is_read_again_only_when_its_snapshot_changed(tmp_path):
 
     (state / "ledger_cache.json").write_text("[damaged", encoding="utf-8")
     assert pending(warehouse, [a], cache_dir=state).counts == {"a": 0}
+
+
+def test_python_lists_local_and_file_uri_folders_and_leaves_other_schemes_to_spark(tmp_path):
+    _touch(tmp_path / "a", "LOAD1.parquet")
+    as_uri = f"file://{tmp_path / 'a'}"
+    local = _table(tmp_path / "a", "a")
+    uri = replace(_table(tmp_path / "a", "f"), landing=as_uri, folder=Location.parse(as_uri))
+    azure = "abfss://c@account.dfs.core.windows.net/landing/a"
+    other = replace(_table(tmp_path / "a", "g"), landing=azure, folder=Location.parse(azure))
+    warehouse = _Warehouse({("lake", "a"), ("lake", "f"), ("lake", "g"), ("lake_cdc_meta", "cdc_file_ledger")}, [])
+    waiting = pending(warehouse, [local, uri, other])
+    assert waiting.counts == {"a": 1, "f": 1}  # g: Spark's listing table lists it, and it does not exist yet
+    assert waiting.plan["f"] == {"folder": as_uri, "files": [["LOAD1.parquet", "LOAD1.parquet"]]}
