@@ -12,6 +12,7 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ import pytest
 from helpers.cluster import Cluster, free_ports
 from helpers.dbt_runner import Dbt
 from helpers.paths import PROJECT
+from helpers.s3 import Server, running_server
 
 # PySpark turns timestamps into naive datetimes in the process's local zone: make it UTC.
 os.environ["TZ"] = "UTC"
@@ -58,6 +60,15 @@ def spark(dbt: Dbt, tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture
 def schema() -> str:
     return f"t_{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="module")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A real local S3 server for the module (helpers/s3.py), the standard variables in os.environ
+    for its tests, stopped after them also when one fails. No Spark; a module that also uses the
+    run's SparkSession and runs first gets the server up before it, so the profile sees the endpoint."""
+    with running_server(tmp_path_factory.mktemp("s3")) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

@@ -1,121 +1,24 @@
 """The local S3 server (`make s3-up|s3-down|s3-status`, python_hooks/objectstore/): a real SeaweedFS,
 started by `python -m python_hooks s3 up` on free ports in a temp folder with its own bucket, stopped
-at the end also when a test fails. Clients reach it through the standard AWS variables only (what
-`s3 env` prints): pyarrow, and the test run's SparkSession with s3a:// paths, Parquet and Iceberg."""
+at the end also when a test fails (the `s3_server` fixture, helpers/s3.py). Clients reach it through
+the standard AWS variables only (what `s3 env` prints): pyarrow, and the test run's SparkSession with
+s3a:// paths, Parquet and Iceberg."""
 
 from __future__ import annotations
 
-import os
-import random
-import socket
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from helpers.paths import PROJECT
+from helpers.s3 import Server, s3_command, weed_processes
 from python_hooks.project import object_store
 
-S3_VARIABLES = ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"]
-
-
-@dataclass
-class Server:
-    folder: Path
-    port: int
-    bucket: str
-    environ: dict[str, str]  # what `s3 up` ran with
-    variables: dict[str, str]  # what `s3 env` printed: the standard variables that reach it
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-
-def _free_port_block() -> int:
-    """A port P with P..P+4 and P+10000..P+10004 free (the server's S3, master, volume, filer, admin)."""
-    for _ in range(200):
-        port = random.randrange(20000, 45000)
-        wanted = [port + i for i in range(5)] + [port + 10000 + i for i in range(5)]
-        sockets = []
-        try:
-            for p in wanted:
-                sock = socket.socket()
-                sockets.append(sock)
-                sock.bind(("127.0.0.1", p))
-            return port
-        except OSError:
-            continue
-        finally:
-            for sock in sockets:
-                sock.close()
-    raise RuntimeError("no block of free ports")
-
-
-def _s3(command: str, environ: dict[str, str], check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run(
-        [sys.executable, "-m", "python_hooks", "s3", command],
-        env=environ,
-        cwd=PROJECT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if check:
-        assert result.returncode == 0, f"s3 {command}: {result.returncode}\n{result.stdout}\n{result.stderr}"
-    return result
-
-
-def _weed_processes(folder: Path) -> list[int]:
-    """Live (not zombie) processes whose command line names this server's data folder."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if f"-dir={folder / 'data'}" in command and state != "Z":
-            found.append(int(proc.name))
-    return found
-
-
-@pytest.fixture(scope="module")
-def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """Up before the test run's SparkSession when this module runs first (the profile then gives
-    Spark the endpoint), and the standard variables in os.environ for the module's tests."""
-    folder = tmp_path_factory.mktemp("s3")
-    port = _free_port_block()
-    bucket = f"cdc-test-{uuid.uuid4().hex[:8]}"
-    environ = {k: v for k, v in os.environ.items() if k not in S3_VARIABLES}
-    environ |= {"CDC_S3_DIR": str(folder), "CDC_S3_PORT": str(port), "CDC_S3_BUCKET": bucket}
-    saved = {name: os.environ.get(name) for name in [*S3_VARIABLES, "CDC_S3_BUCKET"]}
-    marker = PROJECT / "data" / ".test-s3"  # `.ci/run` stops it if pytest itself is killed
-    marker.parent.mkdir(exist_ok=True)
-    marker.write_text(str(folder))
-    try:
-        _s3("up", environ)
-        printed = _s3("env", environ).stdout.splitlines()
-        variables = dict(line.removeprefix("export ").split("=", 1) for line in printed)
-        for name in S3_VARIABLES:
-            os.environ.pop(name, None)
-        os.environ.update(variables)
-        yield Server(folder, port, bucket, environ, variables)
-    finally:
-        _s3("down", environ, check=False)
-        marker.unlink(missing_ok=True)
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+pytestmark = pytest.mark.s3
 
 
 def test_up_twice_is_harmless_and_status_and_env_say_where(s3_server: Server):
@@ -126,12 +29,12 @@ def test_up_twice_is_harmless_and_status_and_env_say_where(s3_server: Server):
         "AWS_ACCESS_KEY_ID": object_store.DEV_ACCESS_KEY_ID,  # no key in the environment: the development ones
         "AWS_SECRET_ACCESS_KEY": object_store.DEV_SECRET_ACCESS_KEY,
     }
-    [pid] = _weed_processes(s3_server.folder)
-    again = _s3("up", s3_server.environ)
+    [pid] = weed_processes(s3_server.folder)
+    again = s3_command("up", s3_server.environ)
     assert f"s3: already running at {s3_server.endpoint} (pid {pid})" in again.stderr
     assert "development keys" in again.stderr
-    assert _weed_processes(s3_server.folder) == [pid]
-    status = _s3("status", s3_server.environ)
+    assert weed_processes(s3_server.folder) == [pid]
+    status = s3_command("status", s3_server.environ)
     assert f"running at {s3_server.endpoint} (pid {pid})" in status.stderr
     assert f"bucket {s3_server.bucket}: exists" in status.stderr
     # Bound to 127.0.0.1 only: the S3 port answers there and nowhere else.
@@ -227,14 +130,14 @@ def test_spark_writes_parquet_and_an_iceberg_table_on_s3a_and_reads_them_back(s3
 
 
 def test_down_stops_it_by_pid_and_is_harmless_twice(s3_server: Server):
-    assert _weed_processes(s3_server.folder)
-    _s3("down", s3_server.environ)
+    assert weed_processes(s3_server.folder)
+    s3_command("down", s3_server.environ)
     deadline = time.monotonic() + 10
-    while _weed_processes(s3_server.folder) and time.monotonic() < deadline:
+    while weed_processes(s3_server.folder) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _weed_processes(s3_server.folder) == []
-    again = _s3("down", s3_server.environ)
+    assert weed_processes(s3_server.folder) == []
+    again = s3_command("down", s3_server.environ)
     assert "s3: not running" in again.stderr
-    status = _s3("status", s3_server.environ, check=False)
+    status = s3_command("status", s3_server.environ, check=False)
     assert status.returncode == 1 and "s3: not running" in status.stderr
     assert not (s3_server.folder / "state.json").exists()

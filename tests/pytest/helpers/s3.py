@@ -1,0 +1,115 @@
+"""A real local S3 server for the tests (python_hooks/objectstore/: SeaweedFS's `weed mini`), started
+by `python -m python_hooks s3 up` on free ports in a temp folder with a bucket of its own, the
+standard variables that `s3 env` prints put in os.environ while it runs, and stopped at the end,
+also when a test fails (`.ci/run` stops it if pytest itself is killed: data/.test-s3 names it).
+No Spark: the `s3_server` fixture (conftest.py) is what a test module asks for."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from helpers.paths import PROJECT
+
+S3_VARIABLES = ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"]
+
+
+@dataclass
+class Server:
+    folder: Path
+    port: int
+    bucket: str
+    environ: dict[str, str]  # what `s3 up` ran with
+    variables: dict[str, str]  # what `s3 env` printed: the standard variables that reach it
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def free_port_block() -> int:
+    """A port P with P..P+4 and P+10000..P+10004 free (the server's S3, master, volume, filer, admin)."""
+    for _ in range(200):
+        port = random.randrange(20000, 45000)
+        wanted = [port + i for i in range(5)] + [port + 10000 + i for i in range(5)]
+        sockets = []
+        try:
+            for p in wanted:
+                sock = socket.socket()
+                sockets.append(sock)
+                sock.bind(("127.0.0.1", p))
+            return port
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+    raise RuntimeError("no block of free ports")
+
+
+def s3_command(command: str, environ: dict[str, str], check: bool = True) -> subprocess.CompletedProcess:
+    """`python -m python_hooks s3 <command>` with `environ`, from the project folder."""
+    result = subprocess.run(
+        [sys.executable, "-m", "python_hooks", "s3", command],
+        env=environ,
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if check:
+        assert result.returncode == 0, f"s3 {command}: {result.returncode}\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def weed_processes(folder: Path) -> list[int]:
+    """Live (not zombie) processes whose command line names this server's data folder."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if f"-dir={folder / 'data'}" in command and state != "Z":
+            found.append(int(proc.name))
+    return found
+
+
+@contextlib.contextmanager
+def running_server(folder: Path) -> Iterator[Server]:
+    """A server with its data in `folder`, up for the `with` block; os.environ as it was afterwards."""
+    port = free_port_block()
+    bucket = f"cdc-test-{uuid.uuid4().hex[:8]}"
+    environ = {k: v for k, v in os.environ.items() if k not in S3_VARIABLES}
+    environ |= {"CDC_S3_DIR": str(folder), "CDC_S3_PORT": str(port), "CDC_S3_BUCKET": bucket}
+    saved = {name: os.environ.get(name) for name in [*S3_VARIABLES, "CDC_S3_BUCKET"]}
+    marker = PROJECT / "data" / ".test-s3"
+    marker.parent.mkdir(exist_ok=True)
+    marker.write_text(str(folder))
+    try:
+        s3_command("up", environ)
+        printed = s3_command("env", environ).stdout.splitlines()
+        variables = dict(line.removeprefix("export ").split("=", 1) for line in printed)
+        for name in S3_VARIABLES:
+            os.environ.pop(name, None)
+        os.environ.update(variables)
+        yield Server(folder, port, bucket, environ, variables)
+    finally:
+        s3_command("down", environ, check=False)
+        marker.unlink(missing_ok=True)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
