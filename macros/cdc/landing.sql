@@ -104,7 +104,7 @@
     {#- The raw files `make run` listed for `model_name` before dbt started (CDC_RUN_PLAN, written by
         python_hooks/commands/run.py from landing/pending.py: the folder's files minus the ledger's, the
         same rule as cdc_landing_pending), as [{name, path}], or none when the run has no plan for
-        it (a plain `dbt run`, a shared target, a folder on an object store): then the model lists
+        it (a plain `dbt run`, a shared target, a folder Python does not list): then the model lists
         them itself. -#}
     {%- set plan = fromjson(env_var('CDC_RUN_PLAN', '{}')) -%}
     {%- set entry = plan.get(model_name) -%}
