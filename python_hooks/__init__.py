@@ -15,5 +15,6 @@ project/       the seam to everything else: env (defaults, the venv start-up hoo
                through the dbt adapter), tables (CdcTable from the manifest), producers (the only
                reader of a source's producer settings), meta (the pipeline's own tables), sql (quoting),
                iceberg (Iceberg's procedures), faults (kill points), object_store (the standard AWS
-               variables, a pyarrow S3 filesystem from them, the local S3 server's state)
+               variables, a pyarrow S3 filesystem from them, the local S3 server's state), postgres (a
+               private PostgreSQL server: started, psql, stopped by PID)
 """
