@@ -17,7 +17,7 @@ s3 up           start a local S3 server (SeaweedFS) on 127.0.0.1, make the bucke
 s3 down         stop it
 s3 status       what runs, where, and whether the bucket answers
 s3 env          `export` lines of the AWS variables that reach it (env --shell lists them too)
-live pg-up      start the live source: a private PostgreSQL 15 with logical decoding, its `shop` tables
+live pg-up      start the live source: a private PostgreSQL 15 with logical decoding, its tables (shopdb.shop.*)
 live pg-down    stop it
 live capture    capture it with Debezium into the landing zone as the S3 sink writes (--detach: in the background)
 live capture-stop  stop the capture cleanly

@@ -24,7 +24,7 @@ from python_hooks.project import env
 from python_hooks.project.postgres import HOST, PrivatePostgres
 
 DEFAULT_PORT = 15433  # the shared target's metastore has 15432
-DATABASE = "shop"
+DATABASE = "shopdb"  # its schema `shop` (SCHEMA) names the topics, not the database
 USER = "postgres"
 SCHEMA = "shop"
 # Debezium's `topic.prefix` (the Kafka Connect "server name"): a table's topic is <prefix>.<schema>.<table>.

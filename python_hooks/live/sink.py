@@ -23,6 +23,10 @@ What the sink does, and this module too:
 - a record's partition is Kafka's default partitioner's: murmur2 of the serialized key modulo the
   topic's partition count; a record without a key (a truncate) goes to partition 0.
 
+Where its files differ from the sink's, in physical encodings only (Spark and pyarrow read both alike):
+decimals are FIXED_LEN_BYTE_ARRAY (parquet-avro writes BINARY), lists have the 3-level form (parquet-avro's
+default is the 2-level `array` form), and the footer keeps the Connect schema, not an Avro one.
+
 What stands in for Kafka is the offsets: a partition's next offset is kept here and recovered at start
 from its files (the newest file's start offset plus its rows), since the files are the only durable
 record of what was written. A file is written under a hidden name (`.<name>.tmp`: not a raw file for

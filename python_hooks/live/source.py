@@ -1,9 +1,9 @@
 """The live source database: a private PostgreSQL 15 with logical decoding (wal_level=logical) in
-$CDC_LIVE_DIR/postgres, on 127.0.0.1:$CDC_LIVE_PG_PORT, holding the `shop` database (schema.sql).
+$CDC_LIVE_DIR/postgres, on 127.0.0.1:$CDC_LIVE_PG_PORT, holding the database `shopdb` and its schema
+`shop` (schema.sql).
 
 `up` starts it and creates the database and tables (each step safe to run again); `down` stops it by
-PID and leaves its data; `reset` drops the capture's replication slot and the tables' rows, so that a
-new capture starts from an empty source.
+PID and leaves its data; `slot_lag` tells what the capture's replication slot holds back.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from python_hooks.live.config import DATABASE, PUBLICATION, SLOT, TABLES, LiveConfig
+from python_hooks.live.config import DATABASE, SLOT, TABLES, LiveConfig
 from python_hooks.project import postgres
 
 log = logging.getLogger(__name__)
@@ -56,12 +56,3 @@ def slot_lag(config: LiveConfig) -> str | None:
         return None
     active, held = row.split("|")
     return f"slot {SLOT} {'in use' if active == 't' else 'idle'}, {held} of WAL not yet confirmed"
-
-
-def drop_capture_state(config: LiveConfig) -> None:
-    """The slot and publication a capture made: a capture started after this takes a new snapshot."""
-    postgres.psql(
-        config.postgres,
-        f"select pg_drop_replication_slot('{SLOT}') from pg_replication_slots where slot_name = '{SLOT}'",
-    )
-    postgres.psql(config.postgres, f"drop publication if exists {PUBLICATION}", database=DATABASE)
