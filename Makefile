@@ -6,6 +6,8 @@
 #   make test   every test
 #   make cluster-up / cluster-down / cluster-status   the shared target on this machine (CDC_TARGET=cluster)
 #   make s3-up / s3-down / s3-status   a local S3 server (SeaweedFS) on 127.0.0.1, data in data/s3
+#   make live-up / live-workload / live-drain / live-down / live-status   a live PostgreSQL source captured by
+#               Debezium into $CDC_LANDING_ROOT/debezium/topics/ (python_hooks/live/)
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
@@ -18,7 +20,8 @@ BIN := $(VENV)/bin
 export DBT_PROFILES_DIR := $(CURDIR)/profiles
 
 .PHONY: help install check-java system-packages cluster-packages demo run status maintain test faults bench lint docs docs-serve clean \
-	cluster-up cluster-down cluster-status s3-up s3-down s3-status bench-scale
+	cluster-up cluster-down cluster-status s3-up s3-down s3-status bench-scale \
+	live-up live-workload live-drain live-down live-status test-live
 
 SQL_PATHS := $(wildcard models snapshots tests analyses)
 DOCS_PORT ?= 8080
@@ -39,6 +42,11 @@ help:
 	@echo "                     then CDC_TARGET=cluster make run|demo, or dbt ... --target cluster"
 	@echo "make s3-up   start a local S3 server (SeaweedFS) on 127.0.0.1:$(or $(CDC_S3_PORT),8333), data in data/s3, a bucket made"
 	@echo "make s3-down stop it;  make s3-status  what runs, where;  .venv/bin/python -m python_hooks s3 env  its AWS_* variables"
+	@echo "make live-up       start a live PostgreSQL source (127.0.0.1:$(or $(CDC_LIVE_PG_PORT),15433)), fill it, capture it with Debezium"
+	@echo "                   into \$$CDC_LANDING_ROOT/debezium/topics/ as the Kafka Connect S3 sink writes Parquet"
+	@echo "make live-workload transactions on it (ROUNDS=20); make live-drain  wait until the capture landed them"
+	@echo "make live-down     stop the capture and the source;  make live-status  what runs, the files written"
+	@echo "make test-live     the live capture's tests only (PostgreSQL + Debezium, no Spark)"
 	@echo "make clean   remove run outputs (data/, target/, logs/)"
 
 $(BIN)/python:
@@ -111,6 +119,30 @@ s3-down: install
 s3-status: install
 	@$(BIN)/python -m python_hooks s3 status
 
+# A live PostgreSQL source captured by Debezium's embedded engine (python_hooks/live/, README "A live source");
+# port, folder and file rolling from CDC_LIVE_* variables. live-up is harmless twice.
+live-up: install check-java cluster-packages
+	$(BIN)/python -m python_hooks live pg-up
+	$(BIN)/python -m python_hooks live workload --only-seed
+	$(BIN)/python -m python_hooks live capture --detach
+
+live-workload: install
+	$(BIN)/python -m python_hooks live workload --rounds $(or $(ROUNDS),20)
+
+live-drain: install
+	$(BIN)/python -m python_hooks live drain
+
+live-down: install
+	$(BIN)/python -m python_hooks live capture-stop
+	$(BIN)/python -m python_hooks live pg-down
+
+live-status: install
+	@$(BIN)/python -m python_hooks live status
+
+# The live capture's tests alone (make test runs them too): no Spark.
+test-live: install check-java cluster-packages
+	$(BIN)/python -m pytest tests/pytest/test_live_capture.py tests/pytest/unit/test_live_sink.py --durations=5
+
 demo: install check-java
 	CDC_SAMPLE_TIMES=now $(BIN)/python -m sample_data.demo
 
@@ -163,4 +195,6 @@ docs-serve: install
 clean:
 	@if ls data/cluster/run/*.pid >/dev/null 2>&1; then \
 	  echo "the cluster under data/cluster was started (PID files in data/cluster/run): make cluster-down first"; exit 1; fi
+	@if ls data/live/run/*.pid data/live/capture/*.pid >/dev/null 2>&1; then \
+	  echo "the live source under data/live was started (PID files in data/live): make live-down first"; exit 1; fi
 	rm -rf data target logs

@@ -16,5 +16,6 @@ project/       the seam to everything else: env (defaults, the venv start-up hoo
                reader of a source's producer settings), meta (the pipeline's own tables), sql (quoting),
                iceberg (Iceberg's procedures), faults (kill points), object_store (the standard AWS
                variables, a pyarrow S3 filesystem from them, the local S3 server's state), storage
-               (a landing location on this machine or on S3: listed, opened, joined)
+               (a landing location on this machine or on S3: listed, opened, joined), postgres (a
+               private PostgreSQL server: started, psql, stopped by PID)
 """

@@ -17,6 +17,13 @@ s3 up           start a local S3 server (SeaweedFS) on 127.0.0.1, make the bucke
 s3 down         stop it
 s3 status       what runs, where, and whether the bucket answers
 s3 env          `export` lines of the AWS variables that reach it (env --shell lists them too)
+live pg-up      start the live source: a private PostgreSQL 15 with logical decoding, its tables (shopdb.shop.*)
+live pg-down    stop it
+live capture    capture it with Debezium into the landing zone as the S3 sink writes (--detach: in the background)
+live capture-stop  stop the capture cleanly
+live workload   run transactions on the live source (inserts, updates, deletes, TRUNCATE, columns added)
+live drain      wait until the capture has landed every change committed so far
+live status     what runs, the replication slot, the files written
 
 Every command but `env --shell`, `s3 env` and `write-pth` first prints one line on stderr (stdout stays the
 command's own output): the target, the warehouse and the landing zone, "(default)" where
@@ -35,6 +42,7 @@ from pathlib import Path
 import click
 
 from python_hooks import cluster as shared_target
+from python_hooks import live as live_source
 from python_hooks import objectstore
 from python_hooks.commands.add_source import run_add_source
 from python_hooks.commands.docs import build_docs
@@ -228,6 +236,69 @@ def s3_env() -> None:
         sys.exit(1)
     for line in lines:
         click.echo(f"export {line}")
+
+
+@main.group(help="A live PostgreSQL source captured by Debezium into the landing zone (python_hooks/live/).")
+def live() -> None:
+    pass
+
+
+@live.command("pg-up", help="Start the live source on 127.0.0.1:$CDC_LIVE_PG_PORT (15433), create its tables.")
+def live_pg_up() -> None:
+    live_source.source.up(live_source.config_from_env())
+
+
+@live.command("pg-down", help="Stop the live source by PID (its data stays in $CDC_LIVE_DIR/postgres).")
+def live_pg_down() -> None:
+    live_source.source.down(live_source.config_from_env())
+
+
+@live.command("capture")
+@click.option("--detach", is_flag=True, help="Run in the background; return once it streams.")
+def live_capture(detach: bool) -> None:
+    """Capture the live source with Debezium's embedded engine (initial snapshot, then streaming) into
+    $CDC_LANDING_ROOT/debezium/topics/ as the Kafka Connect S3 sink writes Parquet, until SIGTERM or Ctrl-C."""
+    config = live_source.config_from_env()
+    if detach:
+        live_source.capture.start(config)
+    else:
+        sys.exit(live_source.capture.run(config))
+
+
+@live.command("capture-stop", help="Stop the capture by PID: its open files written, its offsets committed.")
+def live_capture_stop() -> None:
+    live_source.capture.stop(live_source.config_from_env())
+
+
+@live.command("workload")
+@click.option("--seed", type=int, default=28, show_default=True, help="The random generator's seed.")
+@click.option(
+    "--rounds", type=click.IntRange(min=0), default=20, show_default=True, help="Random transactions at the end."
+)
+@click.option("--only-seed", is_flag=True, help="Only fill empty tables (what an initial snapshot reads).")
+@click.option("--pause-ms", type=click.IntRange(min=0), default=0, help="Milliseconds to wait after each transaction.")
+def live_workload(seed: int, rounds: int, only_seed: bool, pause_ms: int) -> None:
+    """Transactions on the live source (python_hooks/live/workload.py): fills empty tables first, then
+    inserts, updates, deletes, several changes of a key in one transaction, a TRUNCATE, a column added,
+    a column widened to bigint, TOASTed values left unchanged."""
+    live_source.workload.run(live_source.config_from_env(), seed, rounds, only_seed, pause_ms / 1000)
+
+
+@live.command("drain", help="Wait until the capture has landed every change committed so far.")
+@click.option("--timeout", type=float, default=120, show_default=True, help="Seconds to wait.")
+def live_drain(timeout: float) -> None:
+    config = live_source.config_from_env()
+    seconds = live_source.capture.drain(config, timeout)
+    logging.getLogger("python_hooks").info(
+        "live: every committed change is in %s (%.1f s)", config.topics_root, seconds
+    )
+
+
+@live.command(
+    "status", help="What runs, the replication slot, the files written; exits 1 unless source and capture run."
+)
+def live_status() -> None:
+    sys.exit(0 if live_source.capture.status(live_source.config_from_env()) else 1)
 
 
 @main.command("docs")

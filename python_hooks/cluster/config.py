@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from python_hooks.project import env
+from python_hooks.project.postgres import PrivatePostgres
 
 # Environment variable -> default port. The standard ones are 5432, 7077, 8080, 8081, 10000, 4040.
 PORTS = {
@@ -58,6 +59,19 @@ class ClusterConfig:
     @property
     def socket_dir(self) -> Path:
         return self.root / "run"
+
+    @property
+    def postgres(self) -> PrivatePostgres:
+        """The metastore's server (python_hooks/project/postgres.py starts and stops it)."""
+        return PrivatePostgres(
+            name="postgres",
+            pgdata=self.pgdata,
+            port=self.pg_port,
+            socket_dir=self.socket_dir,
+            log_file=self.log_file("postgres"),
+            pid_file=self.pid_file("postgres"),
+            port_variable="CDC_PG_PORT",
+        )
 
     def log_file(self, part: str) -> Path:
         return self.root / "logs" / f"{part}.log"

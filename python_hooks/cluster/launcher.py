@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import logging
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
 from python_hooks.cluster.config import DEBIAN_PACKAGES, HOST, ClusterConfig
-from python_hooks.cluster.metastore import as_postgres, lock_count, pg_bin, prepare_metastore, start_postgres
+from python_hooks.cluster.metastore import lock_count, prepare_metastore, start_postgres
 from python_hooks.cluster.processes import running_pid, stop_pid
 from python_hooks.cluster.spark import alive_workers, start_master, start_thrift, start_worker
+from python_hooks.project import postgres
 
 log = logging.getLogger(__name__)
 
@@ -56,13 +56,7 @@ def up(config: ClusterConfig) -> None:
 def down(config: ClusterConfig) -> None:
     for part in ("thrift", "worker", "master"):
         stop_pid(config, part)
-    if running_pid(config, "postgres"):
-        subprocess.run(
-            as_postgres([pg_bin("pg_ctl"), "stop", "-w", "-m", "fast", "-D", str(config.pgdata)]),
-            check=False,
-            stdout=subprocess.DEVNULL,
-        )
-        stop_pid(config, "postgres", seconds=10)
+    postgres.stop(config.postgres)
     log.info("cluster down (%s)", config.root)
 
 

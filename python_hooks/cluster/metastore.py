@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import subprocess
 import zipfile
-from pathlib import Path
 
 from python_hooks.cluster.config import (
     HOST,
@@ -19,69 +17,19 @@ from python_hooks.cluster.config import (
     ClusterConfig,
     spark_home,
 )
-from python_hooks.cluster.processes import port_open, private_file, running_pid
+from python_hooks.cluster.processes import private_file
+from python_hooks.project import postgres
 
 log = logging.getLogger(__name__)
 
 
-def as_postgres(command: list[str]) -> list[str]:
-    """PostgreSQL refuses to run as root: as root, run it as the `postgres` user."""
-    return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else command
-
-
-def pg_bin(name: str) -> str:
-    found = shutil.which(name)
-    if found:
-        return found
-    versions = sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"))
-    if not versions:
-        raise SystemExit(f"PostgreSQL's {name} not found: run `make cluster-packages` (Debian: postgresql)")
-    return str(versions[-1])
-
-
 def psql(config: ClusterConfig, sql: str, database: str = "postgres") -> str:
     """Runs SQL as the PostgreSQL superuser over the private socket; returns its unaligned output."""
-    command = [pg_bin("psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"]
-    command += ["-h", str(config.socket_dir), "-p", str(config.pg_port), "-d", database, "-c", sql]
-    result = subprocess.run(as_postgres(command), capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        raise SystemExit(f"psql on {database} failed: {result.stderr.strip()}")
-    return result.stdout.strip()
+    return postgres.psql(config.postgres, sql, database)
 
 
 def start_postgres(config: ClusterConfig) -> None:
-    if running_pid(config, "postgres"):
-        log.info("postgres: already running on %s:%d", HOST, config.pg_port)
-        return
-    if port_open(config.pg_port):
-        raise SystemExit(f"port {config.pg_port} is taken by another process: set CDC_PG_PORT")
-    owner = ["chown", "-R", "postgres:postgres"] if os.geteuid() == 0 else None
-    if not (config.pgdata / "PG_VERSION").exists():
-        config.pgdata.mkdir(parents=True, exist_ok=True)
-        if owner:
-            subprocess.run([*owner, str(config.pgdata)], check=True)
-        subprocess.run(
-            as_postgres([pg_bin("initdb"), "--auth=trust", "--username=postgres", "-D", str(config.pgdata)]),
-            check=True,
-            stdout=config.log_file("postgres").open("ab"),
-            stderr=subprocess.STDOUT,
-        )
-    if owner:
-        subprocess.run([*owner, str(config.socket_dir)], check=True)
-        subprocess.run([*owner, str(config.log_file("postgres"))], check=True)
-    options = f"-c listen_addresses={HOST} -p {config.pg_port} -k {config.socket_dir}"
-    subprocess.run(
-        as_postgres(
-            [pg_bin("pg_ctl"), "start", "-w", "-t", "60", "-D", str(config.pgdata), "-o", options]
-            + ["-l", str(config.log_file("postgres"))]
-        ),
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    # pg_ctl leaves postmaster.pid; its first line is the server's PID.
-    pid = (config.pgdata / "postmaster.pid").read_text().splitlines()[0]
-    config.pid_file("postgres").write_text(f"{pid}\n")
-    log.info("postgres: started on %s:%d (pid %s)", HOST, config.pg_port, pid)
+    postgres.start(config.postgres)
 
 
 def prepare_metastore(config: ClusterConfig) -> None:
