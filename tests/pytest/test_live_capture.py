@@ -140,7 +140,7 @@ def assert_files_are_the_sinks(live: Live) -> int:
             offset = 0
             for path in raw_files(folder, "debezium"):
                 assert path.name == f"{table.topic}+{partition}+{offset:010d}.snappy.parquet"
-                offset += pq.ParquetFile(path).metadata.num_rows
+                offset += pq.ParquetFile(str(path)).metadata.num_rows
             total += offset
     return total
 
@@ -169,7 +169,7 @@ def test_snapshot_then_stream_lands_every_change_as_the_source_has_it(live: Live
     assert all(r["before"]["product_code"] for r in lines if r["op"] == "d")  # REPLICA IDENTITY FULL
     for partition in (0, 1):  # a column added and one widened: new files, new schema
         types = {
-            str(pq.read_schema(path).field("loyalty_points").type)
+            str(pq.read_schema(str(path)).field("loyalty_points").type)
             for path in raw_files(live.topic_dir(CUSTOMER) / f"partition={partition}", "debezium")
         }
         assert types == {"int32", "int64"}

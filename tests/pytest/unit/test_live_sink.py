@@ -86,7 +86,7 @@ class Clock:
 
 
 def files(root: Path) -> list[tuple[str, int]]:
-    return [(path.name, pq.ParquetFile(path).metadata.num_rows) for path in raw_files(root / TOPIC, "debezium")]
+    return [(path.name, pq.ParquetFile(str(path)).metadata.num_rows) for path in raw_files(root / TOPIC, "debezium")]
 
 
 def test_murmur2_and_the_partition_are_kafkas():
