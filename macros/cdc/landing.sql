@@ -164,12 +164,19 @@
 
 
 {% macro cdc_files_relation(folder, paths) -%}
-    {#- A Parquet relation over some files of a folder (paths relative to it), in one glob. -#}
-    {%- set escaped = [] -%}
-    {%- for path in paths -%}
-        {%- do escaped.append(cdc_glob_escape(path)) -%}
-    {%- endfor -%}
-    {{ return('parquet.' ~ cdc_quote(cdc_glob_escape(folder) ~ '/{' ~ (escaped | join(',')) ~ '}')) }}
+    {#- A Parquet relation over some files of a folder (paths relative to it), in one glob; one file
+        whose path holds no glob character is named as it is: a glob lists the whole folder at every
+        statement that resolves it (0.3 s for 5,000 files), a plain path reads one file's status. -#}
+    {%- set plain = folder ~ '/' ~ paths[0] if paths | length == 1 else none -%}
+    {%- if plain is not none and plain == cdc_glob_escape(plain) -%}
+        {{ return('parquet.' ~ cdc_quote(plain)) }}
+    {%- else -%}
+        {%- set escaped = [] -%}
+        {%- for path in paths -%}
+            {%- do escaped.append(cdc_glob_escape(path)) -%}
+        {%- endfor -%}
+        {{ return('parquet.' ~ cdc_quote(cdc_glob_escape(folder) ~ '/{' ~ (escaped | join(',')) ~ '}')) }}
+    {%- endif -%}
 {%- endmacro %}
 
 

@@ -125,3 +125,17 @@ def test_debezium_metadata_is_metadata_for_python_too():
     required = re.search(r"for required in \[('__[^\]]+)\]", text).group(1)
     names = {name.strip(" '") for name in required.split(",")}
     assert names and names <= METADATA_COLUMNS
+
+
+def test_a_batch_of_one_plain_file_is_read_without_a_glob():
+    """A glob lists the whole folder at every statement that resolves it; one file whose path holds
+    no glob character is named as it is (the same file either way)."""
+    landing = _macros("landing.sql")
+    macros = _macros("landing.sql", cdc_glob_escape=landing.cdc_glob_escape, cdc_quote=landing.cdc_quote)
+    folder = "/data/landing/dms/crm/customer"
+    assert _call(macros.cdc_files_relation, folder, ["2024/01/20240102-000000000.parquet"]) == (
+        f"parquet.`{folder}/2024/01/20240102-000000000.parquet`"
+    )
+    assert _call(macros.cdc_files_relation, folder, ["odd[1].parquet"]) == f"parquet.`{folder}/{{odd\\[1\\].parquet}}`"
+    two = _call(macros.cdc_files_relation, folder, ["a.parquet", "b.parquet"])
+    assert two == f"parquet.`{folder}/{{a.parquet,b.parquet}}`"
