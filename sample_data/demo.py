@@ -23,7 +23,7 @@ from pathlib import Path
 from python_hooks import personal_data as erasure
 from python_hooks.commands import status as table_status
 from python_hooks.commands.run import make_runner, run_pipeline, verbose
-from python_hooks.project import env
+from python_hooks.project import env, object_store, storage
 from python_hooks.project.session import Session
 from python_hooks.project.sql import quote_ident
 from python_hooks.project.warehouse import Warehouse
@@ -39,19 +39,53 @@ def _inside(path: Path, root: Path) -> bool:
     return path.resolve().is_relative_to(root.resolve())
 
 
-def _reset(landing: Path, warehouse: Path, target: str) -> None:
+def _local_server_only(where: storage.Location) -> None:
+    """On S3 the demo deletes only on the local server of `make s3-up` (or under an empty prefix)."""
+    if object_store.is_local_endpoint() or not where.files():
+        return
+    raise SystemExit(
+        f"make demo starts from scratch and deletes {where}; on S3 it only does that on the local server of"
+        " make s3-up (elsewhere, only under a prefix that is empty). Point CDC_LANDING_ROOT / CDC_WAREHOUSE at"
+        " an empty prefix, or unset them to use the defaults."
+    )
+
+
+def _reset(landing: storage.Location, warehouse: storage.Location, state: Path, target: str) -> None:
     data = env.PROJECT_ROOT / "data"
-    for path in (landing, warehouse) if target == "local" else (landing,):
+    for where in (landing, warehouse) if target == "local" else (landing,):
+        if where.is_s3:
+            _local_server_only(where)
+            continue
+        path = where.local_path
         if not _inside(path, data) and path.exists() and any(path.iterdir()):
             raise SystemExit(
                 f"make demo starts from scratch and deletes {path}; it only does that under {data} (elsewhere,"
                 " only to a folder that does not exist yet or is empty). Unset CDC_LANDING_ROOT / CDC_WAREHOUSE to"
                 " use the defaults."
             )
-    shutil.rmtree(landing / "dms" / dms.SCHEMA, ignore_errors=True)
-    shutil.rmtree(landing / "debezium", ignore_errors=True)
+    folders = [landing.join(f"dms/{dms.SCHEMA}"), landing.join("debezium")]
     if target == "local":
-        shutil.rmtree(warehouse, ignore_errors=True)
+        folders.append(warehouse)
+    for folder in folders:
+        storage.delete_tree(folder)
+    if target == "local":
+        shutil.rmtree(state, ignore_errors=True)  # the Derby metastore of a warehouse on S3, the hooks' state
+    shutil.rmtree(_outbox(landing), ignore_errors=True)
+
+
+def _outbox(landing: storage.Location) -> Path:
+    """Where the sample files are written before they are put on S3 (the writers, and the replays of
+    the tests, work on local folders; a producer would write to S3 directly)."""
+    return env.PROJECT_ROOT / "data" / "demo-outbox" / landing.bucket if landing.is_s3 else landing.local_path
+
+
+def _land(written: list[Path], landing: storage.Location) -> None:
+    """On S3: put the files just written to the outbox under the same names below the landing root."""
+    if not landing.is_s3:
+        return
+    outbox = _outbox(landing)
+    for path in written:
+        storage.upload(path, landing.join(path.relative_to(outbox).as_posix()))
 
 
 def drop_schemas(warehouse: Warehouse, schema: str) -> list[str]:
@@ -76,8 +110,8 @@ def main() -> int:
     env.apply_defaults()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    landing = Path(os.environ["CDC_LANDING_ROOT"])
-    warehouse = Path(os.environ["CDC_WAREHOUSE"])
+    landing = storage.Location.parse(os.environ["CDC_LANDING_ROOT"])
+    warehouse = storage.Location.parse(os.environ["CDC_WAREHOUSE"])
     schema = os.environ.get("CDC_SCHEMA", "lakehouse")
     target = os.environ.get("CDC_TARGET") or "local"
     if not os.environ.get(erasure.SECRET_ENV):
@@ -85,25 +119,27 @@ def main() -> int:
         os.environ[erasure.SECRET_ENV] = DEMO_ERASURE_SECRET
         log.info("%s is not set: the demo's erasure uses a demo-only secret", erasure.SECRET_ENV)
     env.announce()
-    _reset(landing, warehouse, target)
+    _reset(landing, warehouse, Path(env.local_state_dir()), target)
     if target != "local":
         with Warehouse.open() as shared:
             dropped = drop_schemas(shared, schema)
         log.info("dropped the demo's schemas from the %s target: %s", target, ", ".join(dropped) or "none yet")
 
     runner = make_runner(progress=not verbose())
+    outbox = _outbox(landing)
     stages = dms.STAGES + 1
     for stage in range(1, stages + 1):
         if stage <= dms.STAGES:
-            written = dms.write_stage(landing, stage) + debezium.write_stage(landing, stage)
+            written = dms.write_stage(outbox, stage) + debezium.write_stage(outbox, stage)
         else:
-            written = evolution.mysql_status_column(landing) + evolution.dms_new_types(landing)
+            written = evolution.mysql_status_column(outbox) + evolution.dms_new_types(outbox)
             log.info(
                 "\nstage %d: the sources' schemas change: MySQL salesdb.customer gains `status` "
                 "(set to 'Green' everywhere), CRM customer_master gains credit_limit decimal(18,4) "
                 "and birth_date date",
                 stage,
             )
+        _land(written, landing)
         log.info("\n=== stage %d of %d: %d raw files landed under %s ===", stage, stages, len(written), landing)
         if not run_pipeline(runner=runner):
             log.error("stage %d: the pipeline failed", stage)

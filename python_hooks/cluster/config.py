@@ -32,7 +32,7 @@ STALE_LOCK_SECONDS = 300
 @dataclass(frozen=True)
 class ClusterConfig:
     root: Path
-    warehouse: Path
+    warehouse: str  # a folder, or s3a://<bucket>/<prefix>
     ports: dict[str, int]
     worker_cores: int
     worker_memory: str
@@ -91,7 +91,7 @@ def config_from_env(environ: os._Environ[str] | dict[str, str] = os.environ) -> 
         ports[name] = int(value)
     return ClusterConfig(
         root=root,
-        warehouse=Path(environ["CDC_WAREHOUSE"]),
+        warehouse=environ["CDC_WAREHOUSE"],
         ports=ports,
         worker_cores=int(environ.get("CDC_WORKER_CORES") or os.cpu_count() or 2),
         worker_memory=environ.get("CDC_WORKER_MEMORY") or "6g",

@@ -26,14 +26,15 @@ from python_hooks.cluster.config import DEBIAN_PACKAGES, HOST, ClusterConfig
 from python_hooks.cluster.metastore import lock_count, prepare_metastore, start_postgres
 from python_hooks.cluster.processes import running_pid, stop_pid
 from python_hooks.cluster.spark import alive_workers, start_master, start_thrift, start_worker
-from python_hooks.project import postgres
+from python_hooks.project import env, postgres
 
 log = logging.getLogger(__name__)
 
 
 def up(config: ClusterConfig) -> None:
     started = time.monotonic()
-    for folder in (config.root, config.root / "logs", config.socket_dir, config.warehouse):
+    local_warehouse = [] if env.is_uri(config.warehouse) else [Path(config.warehouse)]
+    for folder in (config.root, config.root / "logs", config.socket_dir, *local_warehouse):
         folder.mkdir(parents=True, exist_ok=True)
     for name, tool in DEBIAN_PACKAGES.items():
         if not (Path(tool).exists() or shutil.which(tool) or list(Path("/usr/lib/postgresql").glob(f"*/bin/{tool}"))):

@@ -13,7 +13,7 @@ from pathlib import Path
 from python_hooks.cluster.config import HOST, METASTORE_DB, POSTGRES_JDBC_JAR, ClusterConfig, spark_home
 from python_hooks.cluster.metastore import metastore_properties, psql
 from python_hooks.cluster.processes import ownership_marker, port_open, private_file, running_pid, spawn, wait_until
-from python_hooks.project import env
+from python_hooks.project import env, object_store
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,14 @@ def start_worker(config: ClusterConfig) -> None:
     log.info("worker: registered (%d cores, %s; pid %d)", config.worker_cores, config.worker_memory, pid)
 
 
+def s3a_settings(environ) -> dict[str, str]:
+    """Spark's S3A settings for the endpoint of the standard AWS variables (none: AWS itself)."""
+    endpoint = object_store.endpoint_url(environ)
+    if not endpoint:
+        return {}
+    return {"spark.hadoop.fs.s3a.endpoint": endpoint, "spark.hadoop.fs.s3a.path.style.access": "true"}
+
+
 def thrift_settings(config: ClusterConfig, environ: os._Environ[str] | dict[str, str] = os.environ) -> dict[str, str]:
     """The Thrift Server's Spark settings: Iceberg on spark_catalog, the metastore in PostgreSQL,
     Iceberg's commit lock on (the default), commit retries raised for concurrent writers."""
@@ -118,7 +126,11 @@ def thrift_settings(config: ClusterConfig, environ: os._Environ[str] | dict[str,
         # Writers retry a commit that lost the race to a concurrent one (Iceberg's default: 4 times).
         "spark.sql.catalog.spark_catalog.table-default.commit.retry.num-retries": "20",
         "spark.sql.catalog.spark_catalog.table-default.commit.retry.min-wait-ms": "50",
-        "spark.sql.warehouse.dir": str(config.warehouse),
+        "spark.sql.warehouse.dir": config.warehouse,
+        # s3a:// paths (a warehouse or landing folders on S3): the endpoint of the standard AWS variables
+        # `cluster up` ran with, path-style for a server that is not AWS; the keys only from the
+        # environment the master, worker and server inherit (S3A's default chain), never in this file.
+        **s3a_settings(environ),
         **{f"spark.hadoop.{key}": value for key, value in metastore_properties(config, environ).items()},
         # The schema exists (create_metastore_schema); this only adds what a newer client may miss.
         "spark.hadoop.datanucleus.schema.autoCreateAll": "true",

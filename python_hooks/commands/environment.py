@@ -14,7 +14,7 @@ def env_lines(shell: bool, only_s3: bool = False) -> list[str]:
     those lines alone, none when it does not run)."""
     s3 = object_store.shell_variables()
     if shell:
-        names = [] if only_s3 else [*env.defaults(), "CDC_TARGET", *env.JAR_VARIABLES]
+        names = [] if only_s3 else [*env.defaults(), "CDC_TARGET", *env.JAR_VARIABLES, "CDC_STATE_DIR"]
         values = [(name, os.environ.get(name, "")) for name in names] + s3
         return [f"{name}={shlex.quote(value) if value else ''}" for name, value in values]
     rows = env.describe() + [

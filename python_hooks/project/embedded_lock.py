@@ -23,6 +23,7 @@ import fcntl
 import importlib.abc
 import importlib.util
 import os
+import re
 import sys
 from pathlib import Path
 from typing import IO
@@ -70,10 +71,14 @@ def acquire(warehouse: Path) -> None:
 
 
 def derby_warehouse(options: dict) -> Path | None:
-    """The warehouse of a session about to be created on an embedded Derby metastore, else None."""
+    """The local folder of a session about to be created on an embedded Derby metastore (the one that
+    holds `metastore_db`: the warehouse, or CDC_STATE_DIR for a warehouse on S3), else None."""
     url = str(options.get("spark.hadoop.javax.jdo.option.ConnectionURL", ""))
     if not url.startswith("jdbc:derby:"):
         return None
+    database = re.search(r"databaseName=([^;]+)", url)
+    if database:
+        return Path(database.group(1)).parent
     return Path(str(options.get("spark.sql.warehouse.dir") or os.environ.get("CDC_WAREHOUSE", "spark-warehouse")))
 
 

@@ -9,7 +9,12 @@ with nothing exported:
     CDC_LANDING_ROOT           <project>/data/landing       (raw change files)
     CDC_WAREHOUSE              <project>/data/warehouse     (Iceberg tables + Derby metastore)
                                <project>/data/cluster/warehouse  when CDC_TARGET=cluster (the
-                               cluster's tables, its metastore is in PostgreSQL)
+                               cluster's tables, its metastore is in PostgreSQL); or an
+                               s3a://<bucket>/<prefix> (README "Object storage")
+    CDC_STATE_DIR              this machine's folder of the warehouse: the embedded target's Derby
+                               metastore, the one-process lock and the hooks' state. The warehouse
+                               itself when it is a local folder; for one on S3,
+                               <project>/data/state/<scheme>/<bucket>/<prefix>
     ICEBERG_SPARK_RUNTIME_JAR  <project>/jars/lib/iceberg-spark-runtime-3.5_2.12-<version>.jar
     CDC_AWS_JARS               the other jars of jars/lib/, comma-separated: iceberg-aws-bundle
                                (S3FileIO), hadoop-aws and aws-java-sdk-bundle (s3a:// paths)
@@ -18,7 +23,11 @@ The jars are the ones jars/pom.xml pins (`make install` copies them from Maven C
 jars/lib/); this module reads the pom for their file names, so a version changes in one place.
 
 Values the user set win; relative paths are made absolute (Spark resolves a relative table
-location against the warehouse, not the working directory). `make` installs a `.pth` file into
+location against the warehouse, not the working directory); a URI (s3a://, file:) stays as written.
+When the landing root or the warehouse is on S3 and no endpoint is set (AWS_ENDPOINT_URL_S3,
+AWS_ENDPOINT_URL), the variables of the local server that `make s3-up` runs are filled in as defaults
+(its endpoint and region, and its development keys when it runs with them and no key is set): unset
+when it does not run, which means AWS itself. `make` installs a `.pth` file into
 the venv (`python -m python_hooks write-pth`) that calls `apply_defaults()` at interpreter
 start-up (`startup()`), which is how a plain `dbt` in the activated venv sees them.
 
@@ -63,6 +72,7 @@ VARIABLES = [
     "CDC_TARGET",
     "CDC_LANDING_ROOT",
     "CDC_WAREHOUSE",
+    "CDC_STATE_DIR",
     "CDC_SCHEMA",
     "ICEBERG_SPARK_RUNTIME_JAR",
     "CDC_AWS_JARS",
@@ -149,8 +159,69 @@ def _default_values(name: str) -> set[str]:
     return {os.path.abspath(defaults(target)[name]) for target in ("local", "cluster") if name in defaults(target)}
 
 
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def is_uri(value: str) -> bool:
+    """A location with a scheme (s3a://bucket/x, file:/x), not a path on this machine."""
+    return bool(_SCHEME.match(value))
+
+
+def _absolute(value: str) -> str:
+    """A path made absolute; a URI as written."""
+    return value if is_uri(value) else os.path.abspath(value)
+
+
+def state_dir_for(warehouse: str) -> str:
+    """CDC_STATE_DIR's default: the warehouse when it is a folder here (a `file:` URI's path too),
+    else <project>/data/state/<scheme>/<bucket>/<prefix> (Derby and the hooks' state need a local disk)."""
+    if not is_uri(warehouse):
+        return os.path.abspath(warehouse)
+    scheme, rest = warehouse.split(":", 1)
+    if scheme == "file":
+        return os.path.abspath("/" + rest.lstrip("/"))
+    inside = [part for part in rest.split("/") if part not in ("", ".", "..")]
+    return (
+        str(PROJECT_ROOT / "data" / "state" / scheme / Path(*inside))
+        if inside
+        else str(PROJECT_ROOT / "data" / "state" / scheme)
+    )
+
+
+def local_state_dir(environ: Mapping[str, str] = os.environ) -> str:
+    """CDC_STATE_DIR as you set it, else its default for the warehouse set now (state_dir_for)."""
+    value = environ.get("CDC_STATE_DIR")
+    if value and not _was_filled("CDC_STATE_DIR", environ):
+        return os.path.abspath(value)
+    return state_dir_for(environ.get("CDC_WAREHOUSE") or defaults(_target(environ))["CDC_WAREHOUSE"])
+
+
+def _s3_defaults(environ: Mapping[str, str]) -> dict[str, str]:
+    """The standard AWS variables of the running local server (`make s3-up`), when the landing root or
+    the warehouse is on S3 and no endpoint is set; {} otherwise (AWS itself)."""
+    on_s3 = any(
+        str(environ.get(name, "")).startswith(("s3a://", "s3://")) for name in ("CDC_LANDING_ROOT", "CDC_WAREHOUSE")
+    )
+    if not on_s3 or environ.get("AWS_ENDPOINT_URL_S3") or environ.get("AWS_ENDPOINT_URL"):
+        return {}
+    from python_hooks.project import object_store  # it imports this module
+
+    return dict(object_store.shell_variables(environ))
+
+
+# The standard AWS variables apply_defaults() may fill in from the running local server.
+S3_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_REGION", "CDC_S3_BUCKET", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+
+
+def _was_filled(name: str, environ: Mapping[str, str]) -> bool:
+    """Filled in by apply_defaults() (here or in a parent process): a derived default, decided again."""
+    return name in _defaulted(environ)
+
+
 def _is_default(name: str, environ: Mapping[str, str]) -> bool:
     """Filled in by apply_defaults() (here or in a parent process) and not changed since."""
+    if name == "CDC_STATE_DIR" or name in S3_VARIABLES:
+        return _was_filled(name, environ)
     return name in _defaulted(environ) and environ.get(name) in _default_values(name)
 
 
@@ -165,7 +236,17 @@ def apply_defaults(environ: MutableMapping[str, str] = os.environ) -> None:
             environ[name] = os.path.abspath(value)
             filled.append(name)
         else:
-            environ[name] = os.path.abspath(environ[name])
+            environ[name] = _absolute(environ[name])
+    if not environ.get("CDC_STATE_DIR") or _was_filled("CDC_STATE_DIR", environ):
+        filled.append("CDC_STATE_DIR")
+    environ["CDC_STATE_DIR"] = local_state_dir({**environ, DEFAULTED: ",".join(filled)})
+    for name in S3_VARIABLES:
+        if name in environ and _was_filled(name, environ):
+            environ.pop(name)  # a parent's default: the child decides again (its landing, its warehouse)
+    for name, value in _s3_defaults(environ).items():
+        if not environ.get(name):
+            environ[name] = value
+            filled.append(name)
     for name in JAR_VARIABLES:
         if not environ.get(name) or _is_default(name, environ):
             environ.pop(name, None)
@@ -225,6 +306,12 @@ def banner(environ: Mapping[str, str] = os.environ) -> str:
             f"landing {path('CDC_LANDING_ROOT')}",
             f"schema {rows['CDC_SCHEMA'][0]}",
         ]
+        if is_uri(rows["CDC_WAREHOUSE"][0]):
+            parts.append(f"local state {path('CDC_STATE_DIR')}")
+        if any(rows[name][0].startswith(("s3a://", "s3://")) for name in ("CDC_WAREHOUSE", "CDC_LANDING_ROOT")):
+            endpoint = environ.get("AWS_ENDPOINT_URL_S3") or environ.get("AWS_ENDPOINT_URL")
+            local = "AWS_ENDPOINT_URL_S3" in _defaulted(environ)
+            parts.append(f"S3 {endpoint} (the local server of make s3-up)" if local else f"S3 {endpoint or 'AWS'}")
         problem = jars_problem(environ) if _target(environ) == "local" else None
         return " | ".join(parts + ([problem] if problem else []))
     except Exception as error:  # noqa: BLE001 - a banner never stops a command

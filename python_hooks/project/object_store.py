@@ -62,6 +62,14 @@ def endpoint_url(environ: Mapping[str, str] = os.environ) -> str | None:
     return environ.get("AWS_ENDPOINT_URL_S3") or environ.get("AWS_ENDPOINT_URL") or None
 
 
+def is_local_endpoint(environ: Mapping[str, str] = os.environ) -> bool:
+    """Does the endpoint name this machine (the local server of `s3 up`), not AWS or another host?"""
+    from urllib.parse import urlparse
+
+    endpoint = endpoint_url(environ)
+    return bool(endpoint) and urlparse(endpoint).hostname in ("127.0.0.1", "localhost", "::1")
+
+
 def region(environ: Mapping[str, str] = os.environ) -> str:
     return environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -209,6 +210,40 @@ class StoredFile:
 
     def __str__(self) -> str:
         return str(self.location)
+
+
+def delete_tree(folder: Location) -> None:
+    """Deletes a folder and everything under it (on S3: every object under the prefix); nothing when
+    there is none. For what starts from scratch (make demo, the tests), never for raw files."""
+    if folder.is_local:
+        shutil.rmtree(folder.path, ignore_errors=True)
+        return
+    try:
+        folder.filesystem.delete_dir_contents(folder.path, missing_dir_ok=True)
+        if "/" in folder.path:
+            folder.filesystem.delete_dir(folder.path)
+    except FileNotFoundError:
+        pass
+    except OSError as error:
+        raise folder.failure(error) from None
+
+
+def upload(source: str | os.PathLike[str], target: Location) -> None:
+    """Puts a local file at `target` (a local path or an S3 key) in one write: a reader sees it whole
+    or not at all on S3 (one PUT or a completed multipart upload); locally through a hidden name and a
+    rename."""
+    if target.is_local:
+        path = target.local_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        hidden = path.with_name(f".{path.name}.uploading")
+        shutil.copyfile(source, hidden)
+        os.replace(hidden, path)
+        return
+    try:
+        with open(source, "rb") as local, target.filesystem.open_output_stream(target.path) as out:
+            shutil.copyfileobj(local, out, length=8 << 20)
+    except OSError as error:
+        raise target.failure(error) from None
 
 
 def location(where: Location | StoredFile | str | os.PathLike[str]) -> Location:

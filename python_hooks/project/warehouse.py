@@ -121,8 +121,9 @@ class Warehouse:
 
 def state_dir() -> Path:
     """Client-side state of the hooks (the footer cache, the staging views' fingerprints, the ledger's
-    answer): beside the warehouse of the target."""
-    return Path(os.environ.get("CDC_WAREHOUSE", "data/warehouse")) / "_python_hooks"
+    answer): in this machine's folder of the target's warehouse (CDC_STATE_DIR: the warehouse itself
+    when it is local, python_hooks/project/env.py)."""
+    return Path(env.local_state_dir()) / "_python_hooks"
 
 
 def write_state(path: Path, text: str) -> None:

@@ -21,6 +21,7 @@ from helpers.cluster import Cluster, free_ports
 from helpers.dbt_runner import Dbt
 from helpers.paths import PROJECT
 from helpers.s3 import Server, running_server
+from python_hooks.project import env
 
 # PySpark turns timestamps into naive datetimes in the process's local zone: make it UTC.
 os.environ["TZ"] = "UTC"
@@ -37,6 +38,7 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("warehouse")
     os.environ["CDC_WAREHOUSE"] = str(path)
     os.environ["DBT_PROFILES_DIR"] = str(PROJECT / "profiles")
+    env.apply_defaults()  # what follows the warehouse (CDC_STATE_DIR: its Derby metastore) follows it
     return path
 
 

@@ -21,7 +21,7 @@ def test_ports_and_folders_come_from_the_environment(tmp_path):
     assert (config.thrift_port, config.pg_port) == (20010, 25433)
     assert config.ports["CDC_SPARK_MASTER_PORT"] == cluster.PORTS["CDC_SPARK_MASTER_PORT"]
     assert config.master_url == f"spark://127.0.0.1:{cluster.PORTS['CDC_SPARK_MASTER_PORT']}"
-    assert config.root == tmp_path / "c" and config.warehouse == tmp_path / "w"
+    assert config.root == tmp_path / "c" and config.warehouse == str(tmp_path / "w")
     assert config.pid_file("thrift") == tmp_path / "c" / "run" / "thrift.pid"
 
 

@@ -68,6 +68,9 @@ def test_only_derby_sessions_are_guarded() -> None:
     assert embedded_lock.derby_warehouse({"spark.sql.warehouse.dir": "/w"}) is None
     derby = {"spark.hadoop.javax.jdo.option.ConnectionURL": "jdbc:derby:;databaseName=/w/metastore_db;create=true"}
     assert embedded_lock.derby_warehouse({**derby, "spark.sql.warehouse.dir": "/w"}) == Path("/w")
+    # A warehouse on S3: the lock is where the Derby metastore is (CDC_STATE_DIR), on this machine.
+    on_s3 = {"spark.hadoop.javax.jdo.option.ConnectionURL": "jdbc:derby:;databaseName=/state/s3a/b/w/metastore_db"}
+    assert embedded_lock.derby_warehouse({**on_s3, "spark.sql.warehouse.dir": "s3a://b/w"}) == Path("/state/s3a/b/w")
     postgres = {"spark.hadoop.javax.jdo.option.ConnectionURL": "jdbc:postgresql://127.0.0.1:15432/metastore"}
     assert embedded_lock.derby_warehouse(postgres) is None
 

@@ -197,6 +197,7 @@ def test_env_shell_prints_the_old_lines_and_no_banner(tmp_path):
         f"ICEBERG_SPARK_RUNTIME_JAR={jars / 'iceberg-spark-runtime-3.5_2.12-1.9.2.jar'}",
         f"CDC_AWS_JARS={jars / 'iceberg-aws-bundle-1.9.2.jar'},{jars / 'hadoop-aws-3.3.4.jar'},"
         f"{jars / 'aws-java-sdk-bundle-1.12.262.jar'}",
+        f"CDC_STATE_DIR={tmp_path / 'wh'}",  # the warehouse's local folder: the warehouse itself here
     ]
 
 
@@ -280,3 +281,31 @@ def test_a_plain_dbt_command_prints_the_banner_once_from_the_start_up_hook(tmp_p
         [sys.executable, "-c", "print('ok')"], env=_child_environ(), capture_output=True, text=True, check=True
     )
     assert (plain.stdout, plain.stderr) == ("ok\n", "")
+
+
+def test_a_warehouse_on_s3_keeps_its_uri_and_gets_a_local_folder(tmp_path):
+    """An s3a:// warehouse is not a path to make absolute; Derby and the hooks' state go to a local
+    folder named after it, which follows the warehouse when it changes, unless you set it."""
+    environ = {"CDC_WAREHOUSE": "s3a://bucket/team/warehouse", "CDC_LANDING_ROOT": "s3a://bucket/landing"}
+    env.apply_defaults(environ)
+    assert environ["CDC_WAREHOUSE"] == "s3a://bucket/team/warehouse"
+    assert environ["CDC_LANDING_ROOT"] == "s3a://bucket/landing"
+    assert environ["CDC_STATE_DIR"] == str(PROJECT / "data" / "state" / "s3a" / "bucket" / "team" / "warehouse")
+    environ["CDC_WAREHOUSE"] = str(tmp_path / "w")  # a child process with another warehouse
+    env.apply_defaults(environ)
+    assert environ["CDC_STATE_DIR"] == str(tmp_path / "w")
+    mine = {"CDC_WAREHOUSE": "s3a://bucket/w", "CDC_STATE_DIR": str(tmp_path / "state")}
+    env.apply_defaults(mine)
+    assert mine["CDC_STATE_DIR"] == str(tmp_path / "state")
+    assert env.state_dir_for("file:///x/wh") == "/x/wh"
+
+
+def test_on_s3_without_an_endpoint_the_local_servers_variables_are_defaults(tmp_path):
+    """No local server running: nothing is filled in (AWS itself). A banner names the endpoint."""
+    environ = {"CDC_WAREHOUSE": "s3a://bucket/w", "CDC_S3_DIR": str(tmp_path / "no-server")}
+    env.apply_defaults(environ)
+    assert not any(name in environ for name in env.S3_VARIABLES)
+    assert "S3 AWS" in env.banner(environ)
+    environ["AWS_ENDPOINT_URL_S3"] = "http://127.0.0.1:9"
+    assert "S3 http://127.0.0.1:9 |" not in env.banner(environ)  # the last part, no separator after it
+    assert env.banner(environ).endswith("S3 http://127.0.0.1:9")
