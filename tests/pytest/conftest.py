@@ -20,7 +20,7 @@ import pytest
 from helpers.cluster import Cluster, free_ports
 from helpers.dbt_runner import Dbt
 from helpers.paths import PROJECT
-from helpers.s3 import Server, running_server
+from helpers.s3 import S3_VARIABLES, Server, running_server, started_server
 from python_hooks.project import env
 
 # PySpark turns timestamps into naive datetimes in the process's local zone: make it UTC.
@@ -74,9 +74,18 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 @pytest.fixture(scope="session")
-def cluster():
-    """The shared target, brought up for this run on free ports and torn down after it, also when a
-    test fails. `.ci/run` stops it too if pytest itself is killed (data/.test-cluster names it)."""
+def cluster_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The S3 server of the cluster's warehouse (helpers/s3.py), for the whole run; os.environ untouched."""
+    with started_server(tmp_path_factory.mktemp("cluster-s3"), marker_name=".test-s3-cluster") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def cluster(cluster_s3: Server):
+    """The shared target as teams run it beyond one machine: its warehouse on S3 (a real local server,
+    `cluster_s3`), brought up for this run on free ports and torn down after it, also when a test
+    fails. `.ci/run` stops both too if pytest itself is killed (data/.test-cluster and
+    data/.test-s3-cluster name them)."""
     import shutil
     import subprocess
     import tempfile
@@ -87,11 +96,12 @@ def cluster():
     root = Path(tempfile.mkdtemp(prefix="cdc-test-cluster-", dir="/tmp"))
     root.chmod(0o755)
     environ = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k not in S3_VARIABLES},
+        **cluster_s3.variables,
         **dict(zip(PORTS, map(str, free_ports(len(PORTS))), strict=True)),
         "CDC_TARGET": "cluster",
         "CDC_CLUSTER_DIR": str(root),
-        "CDC_WAREHOUSE": str(root / "warehouse"),
+        "CDC_WAREHOUSE": f"s3a://{cluster_s3.bucket}/warehouse",
     }
     (PROJECT / "data").mkdir(exist_ok=True)
     (PROJECT / "data" / ".test-cluster").write_text(str(root))

@@ -191,6 +191,32 @@ def test_erase_rectify_and_maintain_on_the_cluster(lake, cluster):
         assert_same_table(actual[table], rows, f"cluster after erase/rectify {table}")
 
 
+def test_landing_on_s3_equals_replay_on_the_cluster(cluster, cluster_s3, tmp_path, monkeypatch):
+    """The shared target with everything on S3: the cluster's warehouse is (the `cluster` fixture), and
+    here the raw files are too. The sample's stages are put on S3 as producers upload them; `make run`
+    on the cluster (its own process) after stage 1 and after stages 2 to 4; every current-state table
+    then equals the replay of the files."""
+    from helpers.fault_run import put_new_files
+
+    for name, value in cluster_s3.variables.items():  # the uploads of this process reach the same server
+        monkeypatch.setenv(name, value)
+    landing, remote, schema = tmp_path / "landing", f"s3a://{cluster_s3.bucket}/landing", "cluster_s3"
+    sent: set[Path] = set()
+    for stages in ((1,), (2, 3, 4)):
+        for stage in stages:
+            dms.write_stage(landing, stage)
+            debezium.write_stage(landing, stage)
+        put_new_files(landing, remote, sent)
+        output = Output(_run_process(schema, remote, cluster, "--select", "staging", "current_state"))
+        assert output.finish() == 0, output.text[-4000:]
+    for producer, actual, expected in [
+        ("dms", dms_actual(cluster, schema), dms_expected(landing)),
+        ("debezium", debezium_actual(cluster, schema), debezium_expected(landing)),
+    ]:
+        for table, rows in expected.items():
+            assert_same_table(actual[table], rows, f"cluster, landing on S3: {producer} {table}")
+
+
 def dbt_pipeline_ok(lake, cluster) -> bool:
     process = _run_process(lake["schema"], lake["landing"], cluster)
     output = Output(process)
@@ -202,7 +228,7 @@ def dbt_pipeline_ok(lake, cluster) -> bool:
 # ---------------------------------------------------------------- other processes at the same time
 
 
-def _run_process(schema: str, landing: Path, cluster, *select: str, pause: int = 0) -> subprocess.Popen:
+def _run_process(schema: str, landing: Path | str, cluster, *select: str, pause: int = 0) -> subprocess.Popen:
     """`make run` on the cluster in its own process (what the scheduler starts). With `pause`, one
     model waits at before_publish for up to `pause` seconds, or until `_release(cluster, schema)`."""
     environ = {**cluster.environ, "CDC_LANDING_ROOT": str(landing), "CDC_SCHEMA": schema}

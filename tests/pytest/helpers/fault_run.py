@@ -2,14 +2,17 @@
 scheduler starts `make run`: in its own process group, on its own embedded warehouse.
 
     PYTHONPATH=.:tests/pytest python -m helpers.fault_run --landing L --schema S --target-path T \
-        [--stage N ...] [--producer dms|debezium ...] [--evolve dms_new_types] \
-        [--kill-at POINT[:TABLE]] [--dump FILE] [-- dbt build arguments]
+        [--stage N[+M...] ...] [--producer dms|debezium ...] [--evolve dms_new_types] \
+        [--land-to s3a://BUCKET/PREFIX] [--kill-at POINT[:TABLE]] [--dump FILE] [-- dbt build arguments]
 
-For each --stage: land that sample stage (of each --producer), then run the pipeline
+For each --stage: land that sample stage (or stages N+M: all of them, then one run) of each --producer,
+then run the pipeline
 (python_hooks.pipeline.run_pipeline, what `make run` runs); --evolve lands a schema change after the
 stages, before the last run. The last run has CDC_KILL_AT set when --kill-at is given: the process
 kills itself at that point (python_hooks/project/faults.py), so it never gets further. With no --stage, one
-run with nothing newly landed (the recovery). --dump: after the runs, what the test compares, from
+run with nothing newly landed (the recovery). --land-to: the files are written to --landing (where the
+test's replay reads them) and put under the same names below this landing root on S3, which the runs
+read (CDC_LANDING_ROOT). --dump: after the runs, what the test compares, from
 the same session: every table of the schema whole, its branches, and the ledger.
 """
 
@@ -31,6 +34,16 @@ def land(landing: Path, producers: list[str], stage: int) -> None:
     writers = {"dms": dms.write_stage, "debezium": debezium.write_stage}
     for producer in producers:
         writers[producer](landing, stage)
+
+
+def put_new_files(landing: Path, remote: str, sent: set[Path]) -> None:
+    """Uploads the files of `landing` not sent before to the same names below `remote`."""
+    from python_hooks.project import storage
+
+    root = storage.Location.parse(remote)
+    for path in sorted(p for p in landing.rglob("*") if p.is_file() and p not in sent):
+        storage.upload(path, root.join(path.relative_to(landing).as_posix()))
+        sent.add(path)
 
 
 def dump(common: list[str], schema: str) -> dict:
@@ -69,14 +82,16 @@ def main() -> int:
     parser.add_argument("--landing", required=True, type=Path)
     parser.add_argument("--schema", required=True)
     parser.add_argument("--target-path", required=True, type=Path)
-    parser.add_argument("--stage", type=int, action="append", default=[])
+    parser.add_argument("--stage", action="append", default=[])
+    parser.add_argument("--land-to")
     parser.add_argument("--producer", action="append", default=[])
     parser.add_argument("--evolve")
     parser.add_argument("--kill-at")
     parser.add_argument("--dump", type=Path)
     args, build = parser.parse_known_args()
     build = [a for a in build if a != "--"]
-    os.environ["CDC_LANDING_ROOT"] = str(args.landing)
+    os.environ["CDC_LANDING_ROOT"] = args.land_to or str(args.landing)
+    sent: set[Path] = set()
     os.environ["CDC_SCHEMA"] = args.schema
     os.environ.pop("CDC_KILL_AT", None)
 
@@ -92,10 +107,12 @@ def main() -> int:
     stages = args.stage or [None]
     for i, stage in enumerate(stages):
         last = i == len(stages) - 1
-        if stage is not None:
-            land(args.landing, args.producer or ["dms"], stage)
+        for part in stage.split("+") if stage is not None else []:
+            land(args.landing, args.producer or ["dms"], int(part))
         if last and args.evolve:
             getattr(evolution, args.evolve)(args.landing)
+        if args.land_to:
+            put_new_files(args.landing, args.land_to, sent)
         if last and args.kill_at:
             os.environ["CDC_KILL_AT"] = args.kill_at
         started = time.monotonic()

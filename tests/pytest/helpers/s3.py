@@ -87,27 +87,38 @@ def weed_processes(folder: Path) -> list[int]:
 
 
 @contextlib.contextmanager
-def running_server(folder: Path) -> Iterator[Server]:
-    """A server with its data in `folder`, up for the `with` block; os.environ as it was afterwards."""
+def started_server(folder: Path, marker_name: str = ".test-s3") -> Iterator[Server]:
+    """A server with its data in `folder`, up for the `with` block, on free ports with a bucket of its
+    own; os.environ untouched (Server.variables reach it). Stopped afterwards, also on failure."""
     port = free_port_block()
     bucket = f"cdc-test-{uuid.uuid4().hex[:8]}"
-    environ = {k: v for k, v in os.environ.items() if k not in S3_VARIABLES}
+    environ = {k: v for k, v in os.environ.items() if k not in [*S3_VARIABLES, "CDC_S3_BUCKET"]}
     environ |= {"CDC_S3_DIR": str(folder), "CDC_S3_PORT": str(port), "CDC_S3_BUCKET": bucket}
-    saved = {name: os.environ.get(name) for name in [*S3_VARIABLES, "CDC_S3_BUCKET"]}
-    marker = PROJECT / "data" / ".test-s3"
+    marker = PROJECT / "data" / marker_name
     marker.parent.mkdir(exist_ok=True)
     marker.write_text(str(folder))
     try:
         s3_command("up", environ)
         printed = s3_command("env", environ).stdout.splitlines()
         variables = dict(line.removeprefix("export ").split("=", 1) for line in printed)
-        for name in S3_VARIABLES:
-            os.environ.pop(name, None)
-        os.environ.update(variables)
         yield Server(folder, port, bucket, environ, variables)
     finally:
         s3_command("down", environ, check=False)
         marker.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def running_server(folder: Path) -> Iterator[Server]:
+    """started_server(), with the standard variables that reach it in os.environ for the `with`
+    block; os.environ as it was afterwards."""
+    saved = {name: os.environ.get(name) for name in [*S3_VARIABLES, "CDC_S3_BUCKET"]}
+    try:
+        with started_server(folder) as server:
+            for name in S3_VARIABLES:
+                os.environ.pop(name, None)
+            os.environ.update(server.variables)
+            yield server
+    finally:
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
