@@ -4,11 +4,10 @@ A landing folder is written as Spark and dbt know it (a source's identifier): an
 a `file:` URI, or an `s3a://bucket/prefix` (or `s3://`) URI. A `Location` holds the pyarrow
 filesystem of that string (`pyarrow.fs.LocalFileSystem`, or the `S3FileSystem` of the standard AWS
 variables: python_hooks/project/object_store.py) and the path inside it, so that a folder on S3
-is listed, and its Parquet footers read, exactly like a local one; a file is rewritten whole under
+is listed, and its Parquet footers read, exactly like a local one; a file is replaced whole under
 its own name (`write_bytes`: one PUT on S3, a rename on this disk), so that a reader sees the old
-content or the new, never half. Its string form keeps the
-scheme it was written with (`s3a://...` stays `s3a://...`), so what Python lists and what SQL
-reads name a file the same way.
+content or the new, never half. Its string form keeps the scheme it was written with (`s3a://...`
+stays `s3a://...`), so what Python lists and what SQL reads name a file the same way.
 
 Another scheme (gs://, abfss://, hdfs://) gives a Location that Python cannot reach
 (`reachable` is false): its folder is listed by Spark instead (landing/pending.py).
@@ -169,10 +168,11 @@ class Location:
     def write_bytes(self, data: bytes | pa.Buffer) -> None:
         """Writes `data` as this file, whole, replacing the file already here under the same name: a
         reader sees the old content or the new one, never part of either. On S3, one PUT of the key
-        (or one multipart upload, completed only when every part is in): an object is replaced
-        atomically, and an upload that fails midway leaves the old object. On this machine, written
-        under a hidden name beside it (`.<name>.writing`, which no reader lists), flushed to the
-        disk, then renamed over it. `data` is written in one call: make the whole content first."""
+        (or, past pyarrow's part size, one multipart upload, completed only when every part is in):
+        S3 replaces an object atomically, and a failed upload leaves the old one. On this machine,
+        written under a hidden name beside it (`.<name>.writing`, which no reader lists), flushed to
+        the disk, then renamed over it. `data` goes in one call (pyarrow completes an S3 upload when
+        its stream closes, even after an error between writes): make the whole content first."""
         if self.is_local:
             self._replace_local(data)
             return
