@@ -2,7 +2,7 @@
 corrected everywhere they are held (`rectify`): tables, raw landing files, older snapshots.
 
     subjects   where subjects are declared (dbt yml meta), their keyed hashes, the secret
-    raw_files  raw landing files rewritten without the subject, or with the correction
+    raw_files  raw landing files (on this disk or on S3) rewritten without the subject, or with the correction
     registers  the report, the checks before any write, the register, history expiry, the log
     erase      the erasure, step by step
     rectify    the rectification, step by step

@@ -6,7 +6,9 @@ step can be run again: erasing the same keys twice is safe):
 2. the register (`<schema>_cdc_meta.erasure_register`) gets the keyed hash of each key: from then on
    staging leaves out every change event of the subject (macros/cdc/erasure.sql), so a late file, a
    re-delivered file or a --full-refresh never brings it back, even while this erasure runs;
-3. the raw landing files holding the subject are rewritten without its rows (raw_files.py);
+3. the raw landing files holding the subject are rewritten without its rows, under their own names,
+   on this machine's disk or on S3 (raw_files.py; the folders are listed in step 1 too, so that keys S3
+   refuses or a missing bucket stop the erasure before any write);
 4. every table holding the subject loses its rows (a DELETE by keyed hash: no key enters the SQL),
    the tombstones of its keys go too, and the data files that held them are rewritten;
 5. every snapshot older than the erasure is expired (Iceberg deletes the files only they used) and
@@ -23,8 +25,7 @@ import time
 import uuid
 from collections.abc import Sequence
 
-from python_hooks.landing.files import landing_files
-from python_hooks.personal_data.raw_files import scrub_raw_file
+from python_hooks.personal_data.raw_files import raw_folder_files, scrub_raw_file, stopped
 from python_hooks.personal_data.registers import (
     ErasureReport,
     check_columns,
@@ -74,22 +75,24 @@ def erase(
     check_secret_in_warehouse(warehouse, secret)
     tables = check_columns(warehouse, tables)
     for holder in raw:
-        if not holder.folder.is_local:
-            raise ErasureError(
-                f"{holder.name}: raw files at {holder.folder} are not on a local file system; this erasure rewrites "
-                "local landing folders only. Nothing was erased"
-            )
+        try:
+            raw_folder_files(holder, warn=False)  # reachable and listable, before any write
+        except ErasureError as error:
+            raise ErasureError(f"{error}; nothing was erased") from None
     # 2. the register: from now on staging leaves the subject out
     register_keys(warehouse, subject, hashes, secret)
     log.info("erase: %d key(s) of subject %s registered (keyed hashes)", len(hashes), subject)
     # 3. raw files
     for holder in raw:
         removed = 0
-        for file in sorted(landing_files(holder.folder)):
-            rows = scrub_raw_file(file.location.local_path, holder.column, keys, holder.producer)
-            if rows:
-                removed += rows
-                report.raw_files.append(file.relative)
+        try:
+            for file in raw_folder_files(holder):
+                rows = scrub_raw_file(file, holder.column, keys, holder.producer)
+                if rows:
+                    removed += rows
+                    report.raw_files.append(file.relative)
+        except ErasureError as error:
+            raise ErasureError(stopped(error, "erase", report.raw_files)) from None
         report.rows[f"raw {holder.name}"] = removed
         log.info("erase: raw files of %s: %d row(s) removed", holder.name, removed)
     # 4. tables and tombstones

@@ -3,8 +3,9 @@
 The same steps as an erasure, with values instead of rows: the rectification register gets, per
 (subject, column, key, old value) found in a table or raw file, the keyed hash of the old value and
 the correction, which staging substitutes (so no late or re-delivered event brings an old value
-back, while a value the source changes later passes); raw files, then every table's rows of the key
-get the correction (a null stays null); older snapshots and orphan files go.
+back, while a value the source changes later passes); raw files (on this machine's disk or on S3,
+rewritten under their own names: raw_files.py), then every table's rows of the key get the
+correction (a null stays null); older snapshots and orphan files go.
 """
 
 from __future__ import annotations
@@ -15,8 +16,13 @@ import time
 import uuid
 from collections.abc import Sequence
 
-from python_hooks.landing.files import landing_files
-from python_hooks.personal_data.raw_files import arrow_value, raw_personal_values, rectify_raw_file
+from python_hooks.personal_data.raw_files import (
+    arrow_value,
+    raw_folder_files,
+    raw_personal_values,
+    rectify_raw_file,
+    stopped,
+)
 from python_hooks.personal_data.registers import (
     ErasureReport,
     check_columns,
@@ -121,20 +127,21 @@ def rectify(
                 old.setdefault((attribute, key), set()).add(value)
     raw_files: list[tuple[Holder, StoredFile]] = []
     for holder in raw:
-        if not holder.folder.is_local:
-            raise ErasureError(
-                f"{holder.name}: raw files at {holder.folder} are not on a local file system; this rectification "
-                "rewrites local landing folders only. Nothing was changed"
-            )
         columns = {column: attribute for attribute, column in holder.personal_columns.items() if attribute in changes}
-        for file in sorted(landing_files(holder.folder)):
-            path = file.location.local_path
-            found, arrow_types = raw_personal_values(path, holder.column, keys, holder.producer, list(columns))
+        try:
+            files = raw_folder_files(holder)
+        except ErasureError as error:
+            raise ErasureError(f"{error}; nothing was changed") from None
+        for file in files:
+            try:
+                found, arrow_types = raw_personal_values(file, holder.column, keys, holder.producer, list(columns))
+            except ErasureError as error:
+                raise ErasureError(f"{holder.name}: {error}; nothing was changed") from None
             for column, arrow_type in arrow_types.items():
                 try:
                     arrow_value(changes[columns[column]], arrow_type)
                 except ErasureError as error:
-                    message = f"{path} ({holder.name}), column {column!r}: {error}; nothing was changed"
+                    message = f"{file} ({holder.name}), column {column!r}: {error}; nothing was changed"
                     raise ErasureError(message) from None
             for (column, key), values in found.items():
                 old.setdefault((columns[column], key), set()).update(values)
@@ -147,7 +154,10 @@ def rectify(
     # 3. raw files
     for holder, file in raw_files:
         columns = {c: changes[a] for a, c in holder.personal_columns.items() if a in changes}
-        count = rectify_raw_file(file.location.local_path, holder.column, keys, holder.producer, columns)
+        try:
+            count = rectify_raw_file(file, holder.column, keys, holder.producer, columns)
+        except ErasureError as error:
+            raise ErasureError(stopped(error, "rectify", report.raw_files)) from None
         if count:
             report.rows[f"raw {holder.name}"] = report.rows.get(f"raw {holder.name}", 0) + count
             report.raw_files.append(file.relative)

@@ -4,15 +4,17 @@ A landing folder is written as Spark and dbt know it (a source's identifier): an
 a `file:` URI, or an `s3a://bucket/prefix` (or `s3://`) URI. A `Location` holds the pyarrow
 filesystem of that string (`pyarrow.fs.LocalFileSystem`, or the `S3FileSystem` of the standard AWS
 variables: python_hooks/project/object_store.py) and the path inside it, so that a folder on S3
-is listed, and its Parquet footers read, exactly like a local one. Its string form keeps the
-scheme it was written with (`s3a://...` stays `s3a://...`), so what Python lists and what SQL
-reads name a file the same way.
+is listed, and its Parquet footers read, exactly like a local one; a file is replaced whole under
+its own name (`write_bytes`: one PUT on S3, a rename on this disk), so that a reader sees the old
+content or the new, never half. Its string form keeps the scheme it was written with (`s3a://...`
+stays `s3a://...`), so what Python lists and what SQL reads name a file the same way.
 
 Another scheme (gs://, abfss://, hdfs://) gives a Location that Python cannot reach
 (`reachable` is false): its folder is listed by Spark instead (landing/pending.py).
 
 A failure of the object store (keys refused, endpoint down, bucket missing) is a `StorageError`:
-one line naming the endpoint, the bucket and the variable to check, never a key.
+one line naming the endpoint, the bucket and the variable to check, and whether it was reading or
+writing, never a key.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+import pyarrow as pa
 from pyarrow import fs
 
 from python_hooks.project import object_store
@@ -39,8 +42,8 @@ _NO_BUCKET = re.compile(r"NO_SUCH_BUCKET|NoSuchBucket")
 
 
 class StorageError(OSError):
-    """A landing location that cannot be read, said in one line (the endpoint, the bucket, the
-    variable to check); never a secret."""
+    """A landing location that cannot be read or written, said in one line (the endpoint, the bucket,
+    the variable to check); never a secret."""
 
 
 @dataclass(frozen=True, order=True)
@@ -101,7 +104,8 @@ class Location:
 
     @property
     def local_path(self) -> Path:
-        """The path on this machine, for what only works there (rewriting a raw file in place)."""
+        """The path on this machine, for what only works there (nothing on the landing zone's paths:
+        they go through `files`, `info`, `open` and `write_bytes`, which reach S3 too)."""
         if not self.is_local:
             raise ValueError(f"{self} is not on this machine's disk")
         return Path(self.path)
@@ -162,6 +166,36 @@ class Location:
         except OSError as error:
             raise self.failure(error) from None
 
+    def write_bytes(self, data: bytes | pa.Buffer) -> None:
+        """Writes `data` as this file, whole, replacing the file already here under the same name: a
+        reader sees the old content or the new one, never part of either. On S3, one PUT of the key
+        (or, past pyarrow's part size, one multipart upload, completed only when every part is in):
+        S3 replaces an object atomically, and a failed upload leaves the old one. On this machine,
+        written under a hidden name beside it (`.<name>.writing`, which no reader lists), flushed to
+        the disk, then renamed over it. `data` goes in one call (pyarrow completes an S3 upload when
+        its stream closes, even after an error between writes): make the whole content first."""
+        if self.is_local:
+            self._replace_local(data)
+            return
+        try:
+            with self.filesystem.open_output_stream(self.path) as stream:
+                stream.write(data)
+        except OSError as error:
+            raise self.failure(error, "writing") from None
+
+    def _replace_local(self, data: bytes | pa.Buffer) -> None:
+        target = Path(self.path)
+        staged = target.with_name(f".{target.name}.writing")
+        try:
+            with open(staged, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(staged, target)
+        except OSError as error:
+            staged.unlink(missing_ok=True)
+            raise self.failure(error, "writing") from None
+
     def _check_bucket(self) -> None:
         try:
             missing = self.filesystem.get_file_info(self.bucket).type == fs.FileType.NotFound
@@ -170,28 +204,31 @@ class Location:
         if missing:
             raise StorageError(_no_bucket(self))
 
-    def failure(self, error: Exception) -> StorageError:
-        """`error` (raised reading this location) as one readable line: what to check, no secret."""
+    def failure(self, error: Exception, doing: str = "reading") -> StorageError:
+        """`error` (raised `doing` "reading" or "writing" this location) as one readable line: what
+        to check, no secret."""
         if isinstance(error, StorageError):
             return error
         text = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        verb = "write" if doing == "writing" else "read"
         if not self.is_s3:
-            return StorageError(f"cannot read {self}: {text}")
+            return StorageError(f"cannot {verb} {self}: {text}")
         endpoint = _endpoint()
         refused = _REFUSED.search(text)
         if refused:
+            allowed = " (writing there needs s3:PutObject)" if doing == "writing" else ""
             return StorageError(
                 f"S3 at {endpoint} refused bucket {self.bucket} ({refused.group(0)}) with the keys of"
-                " AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY: check both variables (and AWS_REGION)"
+                f" AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY: check both variables (and AWS_REGION){allowed}"
             )
         if _UNREACHABLE.search(text):
             return StorageError(
-                f"S3 at {endpoint} does not answer (reading {self}): check AWS_ENDPOINT_URL_S3 (or"
+                f"S3 at {endpoint} does not answer ({doing} {self}): check AWS_ENDPOINT_URL_S3 (or"
                 " AWS_ENDPOINT_URL); for the local server, make s3-up"
             )
         if _NO_BUCKET.search(text):
-            return StorageError(_no_bucket(self))
-        return StorageError(f"cannot read {self} on S3 at {endpoint}: {text}")
+            return StorageError(_no_bucket(self, doing))
+        return StorageError(f"cannot {verb} {self} on S3 at {endpoint}: {text}")
 
 
 @dataclass(frozen=True, order=True)
@@ -269,8 +306,8 @@ def _endpoint() -> str:
     return object_store.endpoint_url() or "AWS (AWS_ENDPOINT_URL_S3 unset)"
 
 
-def _no_bucket(where: Location) -> str:
+def _no_bucket(where: Location, doing: str = "reading") -> str:
     return (
-        f"bucket {where.bucket} does not exist at {_endpoint()} (reading {where}): check the landing root"
+        f"bucket {where.bucket} does not exist at {_endpoint()} ({doing} {where}): check the landing root"
         " (CDC_LANDING_ROOT, or the source's identifier) and CDC_S3_BUCKET, or create the bucket"
     )

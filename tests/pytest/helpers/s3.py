@@ -124,3 +124,21 @@ def running_server(folder: Path) -> Iterator[Server]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def spark_reaches(spark, server: Server) -> None:
+    """The run's SparkSession reaches `server` through s3a:// paths. If it started before the server
+    (a whole-suite run), the profile saw no endpoint then and the JVM's environment has no keys: the
+    same S3A settings go on the session's Hadoop configuration, which S3A filesystems made from now
+    on read (test_object_store.py does the same inline)."""
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    if hadoop.get("fs.s3a.endpoint") == server.endpoint:
+        return
+    late = {
+        "fs.s3a.endpoint": server.endpoint,
+        "fs.s3a.path.style.access": "true",
+        "fs.s3a.access.key": server.variables["AWS_ACCESS_KEY_ID"],
+        "fs.s3a.secret.key": server.variables["AWS_SECRET_ACCESS_KEY"],
+    }
+    for key, value in late.items():
+        hadoop.set(key, value)

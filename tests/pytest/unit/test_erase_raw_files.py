@@ -189,3 +189,20 @@ def test_tables_built_from_a_holder_that_declare_no_subject_are_named():
     holders = [erase.Holder("customer_current", "id")]
     assert erase.undeclared_downstream(manifest, "customer", holders) == ["customer_report", "customer_rollup"]
     assert erase.undeclared_downstream(manifest, "employee", []) == []
+
+
+def test_raw_folders_python_cannot_reach_are_refused_and_empty_files_left_out_with_a_warning(tmp_path, caplog):
+    from python_hooks.project.storage import Location
+
+    elsewhere = erase.Holder("crm.customer", "id", folder=Location.parse("gs://lake/crm/customer"), producer="dms")
+    with pytest.raises(erase.ErasureError, match="gs://lake/crm/customer are neither on this machine's disk nor on S3"):
+        raw_files.raw_folder_files(elsewhere)
+    _dms(tmp_path / "LOAD00000001.parquet", [{"Op": None, "last_update_time": None, "CUSTOMER_ID": 1, "email": "a"}])
+    (tmp_path / "2026").mkdir()
+    (tmp_path / "2026" / "20261101-080000000.parquet").write_bytes(b"")  # an upload in progress
+    here = erase.Holder("crm.customer", "customer_id", folder=Location.parse(tmp_path), producer="dms")
+    assert [f.relative for f in raw_files.raw_folder_files(here)] == ["LOAD00000001.parquet"]
+    assert "2026/20261101-080000000.parquet is empty" in caplog.text
+    caplog.clear()
+    raw_files.raw_folder_files(here, warn=False)
+    assert caplog.text == ""

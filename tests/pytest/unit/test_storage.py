@@ -1,5 +1,6 @@
 """The storage seam (python_hooks/project/storage.py) on this machine's disk: landing strings parsed
-and written back, folders listed with sizes and times, files opened; S3's failures said in one line.
+and written back, folders listed with sizes and times, files opened and replaced whole; S3's failures
+said in one line.
 The same seam against a real S3 server: tests/pytest/test_storage_s3.py."""
 
 from __future__ import annotations
@@ -79,6 +80,18 @@ def test_a_file_is_described_and_opened_through_its_location(tmp_path):
     assert Location.parse(tmp_path / "gone.parquet").info() is None
     with pytest.raises(StorageError, match="gone.parquet"):
         Location.parse(tmp_path / "gone.parquet").open()
+
+
+def test_a_file_is_replaced_whole_under_its_name_with_nothing_left_beside(tmp_path):
+    folder = tmp_path / "2026" / "11"
+    folder.mkdir(parents=True)
+    (folder / "a.parquet").write_bytes(b"old content, longer than the new")
+    location(f"file://{folder / 'a.parquet'}").write_bytes(b"new content")
+    assert (folder / "a.parquet").read_bytes() == b"new content"
+    assert [p.name for p in folder.iterdir()] == ["a.parquet"]  # the hidden staged copy was renamed over it
+    with pytest.raises(StorageError, match=r"^cannot write .*/missing/b.parquet: ") as failed:
+        Location.parse(tmp_path / "missing" / "b.parquet").write_bytes(b"x")
+    assert "\n" not in str(failed.value) and not (tmp_path / "missing").exists()
 
 
 @pytest.mark.parametrize(
