@@ -3,7 +3,8 @@
 env             print the environment dbt runs with, and where each value comes from (--shell: NAME=value lines)
 write-pth       install the venv start-up hook that applies those defaults
 evolve          the schema-evolution hook alone: evolve the current-state Iceberg tables
-run             the pipeline once: the pre-dbt hooks, then `dbt build` (extra arguments go to dbt)
+run             the pipeline once: the pre-dbt hooks, then `dbt build` (extra arguments go to dbt);
+                --every SECONDS: again and again until Ctrl-C / SIGTERM (after the run in progress)
 erase           right to be forgotten: erase a data subject's keys from every table, raw file and snapshot
 rectify         right to rectification: correct a data subject's personal columns everywhere they are held
 maintain        table maintenance: compaction, manifests, snapshot expiry, orphan files
@@ -47,9 +48,10 @@ from python_hooks import objectstore
 from python_hooks.commands.add_source import run_add_source
 from python_hooks.commands.docs import build_docs
 from python_hooks.commands.environment import env_lines
+from python_hooks.commands.loop import loop
 from python_hooks.commands.maintain import run_maintenance
 from python_hooks.commands.personal_data import run_personal_data
-from python_hooks.commands.run import run_hooks, run_pipeline
+from python_hooks.commands.run import make_runner, run_hooks, run_pipeline, verbose
 from python_hooks.commands.status import run_status
 from python_hooks.project import env
 from python_hooks.project.dbt_args import target_args
@@ -128,10 +130,21 @@ def evolve() -> None:
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.option(
+    "--every",
+    type=float,
+    metavar="SECONDS",
+    help="Run again every SECONDS (from one start to the next) until Ctrl-C or SIGTERM, which stop it after "
+    "the run in progress; one loop per warehouse on this machine.",
+)
+@click.option("--runs", type=int, help="With --every: stop after this many runs.")
 @click.pass_context
-def run(ctx: click.Context) -> None:
+def run(ctx: click.Context, every: float | None, runs: int | None) -> None:
     """The pipeline once: the hooks, then `dbt build` (extra arguments go to dbt build)."""
-    sys.exit(0 if run_pipeline(ctx.args) else 1)
+    if every is None:
+        sys.exit(0 if run_pipeline(ctx.args) else 1)
+    runner = make_runner(progress=not verbose())  # one runner, one Spark session, for every run
+    sys.exit(loop(every, lambda: run_pipeline(ctx.args, runner=runner), Path(env.local_state_dir()), runs))
 
 
 @main.command(

@@ -1,0 +1,127 @@
+"""`python -m python_hooks run --every <seconds>`: the pipeline in a loop, as a scheduler would run
+`make run` every few minutes, in one process (one dbt runner, one Spark session on the embedded target:
+no JVM start per run).
+
+- A run starts every `seconds` after the previous one started; one that takes longer is followed at
+  once by the next (said in its line), never by two.
+- Ctrl-C or SIGTERM: the run in progress finishes, then the loop stops and says so (exit 0). A second
+  one stops at once (KeyboardInterrupt): a run cut short is repaired by the next (README "Operations").
+- Never two loops at once on this machine for one warehouse: an exclusive lock on
+  `<CDC_STATE_DIR>/.run-every.lock`, refused in one line naming the holder. (On the embedded target a
+  second process is refused anyway: python_hooks/project/embedded_lock.py.)
+- A failed run does not stop the loop: it is said, and the next run tries again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+log = logging.getLogger("python_hooks.loop")
+
+LOCK_NAME = ".run-every.lock"
+
+
+class LoopInUse(RuntimeError):
+    pass
+
+
+def take_lock(folder: Path) -> IO[str]:
+    """The loop's lock for this warehouse (kept open for the life of the loop), or LoopInUse."""
+    folder.mkdir(parents=True, exist_ok=True)
+    handle = (folder / LOCK_NAME).open("a+", encoding="utf-8")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise LoopInUse(f"a `run --every` loop already runs on this warehouse: {holder}") from None
+    handle.seek(0)
+    handle.truncate()
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    handle.write(f"pid {os.getpid()} since {now}\n")
+    handle.flush()
+    return handle
+
+
+class StopRequest:
+    """SIGINT / SIGTERM handlers for the loop's life: the first asks for a stop after the current
+    run, the second raises KeyboardInterrupt. The previous handlers come back on close()."""
+
+    def __init__(self) -> None:
+        self.requested: str | None = None
+        self._previous = {}
+
+    def __enter__(self) -> StopRequest:
+        for number in (signal.SIGINT, signal.SIGTERM):
+            self._previous[number] = signal.signal(number, self._handle)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+
+    def _handle(self, number: int, _frame) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = signal.Signals(number).name
+        log.info("%s: stopping after the run in progress (again to stop at once)", self.requested)
+
+
+def run_every(
+    seconds: float,
+    run_once: Callable[[], bool],
+    stop: StopRequest,
+    runs: int | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[int, int]:
+    """Calls `run_once` every `seconds` until `stop` is requested (or `runs` runs are done); returns
+    (runs, failed runs)."""
+    done = failed = 0
+    while not stop.requested and (runs is None or done < runs):
+        started = clock()
+        ok = run_once()
+        done += 1
+        failed += 0 if ok else 1
+        took = clock() - started
+        wait = max(0.0, seconds - took)
+        if stop.requested or (runs is not None and done >= runs):
+            log.info("run %d %s in %.1f s", done, "succeeded" if ok else "FAILED", took)
+            break
+        next_at = (dt.datetime.now() + dt.timedelta(seconds=wait)).strftime("%H:%M:%S")
+        late = "" if wait else f" (it took longer than {seconds:g} s: the next starts now)"
+        log.info("run %d %s in %.1f s; next at %s%s", done, "succeeded" if ok else "FAILED", took, next_at, late)
+        deadline = clock() + wait
+        while not stop.requested and clock() < deadline:
+            sleep(min(0.5, deadline - clock()))
+    return done, failed
+
+
+def loop(seconds: float, run_once: Callable[[], bool], lock_folder: Path, runs: int | None = None) -> int:
+    """The command: the lock, the signal handlers, the loop, one closing line. Exit status 0 when
+    stopped on request (even after failed runs: each was said), 1 when the lock is held."""
+    if seconds <= 0:
+        raise SystemExit("--every takes a number of seconds above 0")
+    try:
+        held = take_lock(lock_folder)
+    except LoopInUse as error:
+        log.error("%s", error)
+        return 1
+    try:
+        with StopRequest() as stop:
+            log.info("running the pipeline every %g s; Ctrl-C or SIGTERM stops it after the run in progress", seconds)
+            done, failed = run_every(seconds, run_once, stop, runs)
+        why = f"on {stop.requested}" if stop.requested else f"after {done} run(s)"
+        log.info("stopped %s: %d run(s), %d failed", why, done, failed)
+        return 0
+    finally:
+        held.close()
