@@ -42,6 +42,7 @@ and every `python -m python_hooks <command>` and the dbt commands that touch the
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import sys
@@ -213,9 +214,20 @@ def _s3_defaults(environ: Mapping[str, str]) -> dict[str, str]:
 S3_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_REGION", "CDC_S3_BUCKET", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 
 
+DERIVED = "CDC_DERIVED"  # name:fingerprint of each derived default apply_defaults() wrote (never a value)
+
+
+def _fingerprint(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()[:12]
+
+
 def _was_filled(name: str, environ: Mapping[str, str]) -> bool:
-    """Filled in by apply_defaults() (here or in a parent process): a derived default, decided again."""
-    return name in _defaulted(environ)
+    """A derived default (CDC_STATE_DIR, the local server's AWS variables) that apply_defaults() wrote,
+    here or in a parent process, and nobody changed since: decided again from the values now. A value
+    a caller set over it (a test's, a script's) has another fingerprint, and is theirs."""
+    recorded = dict(item.split(":", 1) for item in (environ.get(DERIVED) or "").split(",") if ":" in item)
+    value = environ.get(name)
+    return name in _defaulted(environ) and value is not None and recorded.get(name) == _fingerprint(value)
 
 
 def _is_default(name: str, environ: Mapping[str, str]) -> bool:
@@ -239,7 +251,9 @@ def apply_defaults(environ: MutableMapping[str, str] = os.environ) -> None:
             environ[name] = _absolute(environ[name])
     if not environ.get("CDC_STATE_DIR") or _was_filled("CDC_STATE_DIR", environ):
         filled.append("CDC_STATE_DIR")
-    environ["CDC_STATE_DIR"] = local_state_dir({**environ, DEFAULTED: ",".join(filled)})
+        environ["CDC_STATE_DIR"] = state_dir_for(environ["CDC_WAREHOUSE"])
+    else:
+        environ["CDC_STATE_DIR"] = os.path.abspath(environ["CDC_STATE_DIR"])
     for name in S3_VARIABLES:
         if name in environ and _was_filled(name, environ):
             environ.pop(name)  # a parent's default: the child decides again (its landing, its warehouse)
@@ -259,6 +273,11 @@ def apply_defaults(environ: MutableMapping[str, str] = os.environ) -> None:
         environ[DEFAULTED] = ",".join(filled)
     else:
         environ.pop(DEFAULTED, None)
+    derived = [name for name in ("CDC_STATE_DIR", *S3_VARIABLES) if name in filled]
+    if derived:
+        environ[DERIVED] = ",".join(f"{name}:{_fingerprint(environ[name])}" for name in derived)
+    else:
+        environ.pop(DERIVED, None)
 
 
 def describe(environ: Mapping[str, str] = os.environ) -> list[tuple[str, str, str]]:

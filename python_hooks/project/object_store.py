@@ -48,7 +48,9 @@ def keys_from_env(environ: Mapping[str, str] = os.environ) -> Keys:
     """The user's keys (both variables), or the development defaults (neither); one alone is refused."""
     key_id, secret = environ.get("AWS_ACCESS_KEY_ID"), environ.get("AWS_SECRET_ACCESS_KEY")
     if key_id and secret:
-        return Keys(key_id, secret, development=False)
+        # The development keys, even when set (env.py fills them in as defaults for the local server).
+        development = (key_id, secret) == (DEV_ACCESS_KEY_ID, DEV_SECRET_ACCESS_KEY)
+        return Keys(key_id, secret, development=development)
     if key_id or secret:
         given, missing = (
             ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY") if key_id else ("AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID")

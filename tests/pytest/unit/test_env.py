@@ -309,3 +309,18 @@ def test_on_s3_without_an_endpoint_the_local_servers_variables_are_defaults(tmp_
     environ["AWS_ENDPOINT_URL_S3"] = "http://127.0.0.1:9"
     assert "S3 http://127.0.0.1:9 |" not in env.banner(environ)  # the last part, no separator after it
     assert env.banner(environ).endswith("S3 http://127.0.0.1:9")
+
+
+def test_a_state_folder_a_caller_sets_over_an_inherited_default_is_the_callers(tmp_path):
+    """A parent's derived default is decided again in a child (its warehouse may differ); a value the
+    caller wrote over it (a test's, a script's) stays, although the parent's CDC_DEFAULTED names it."""
+    parent = {"CDC_WAREHOUSE": str(tmp_path / "parent")}
+    env.apply_defaults(parent)
+    assert parent["CDC_STATE_DIR"] == str(tmp_path / "parent")
+    child = {**parent, "CDC_WAREHOUSE": str(tmp_path / "child")}
+    env.apply_defaults(child)
+    assert child["CDC_STATE_DIR"] == str(tmp_path / "child")
+    mine = {**parent, "CDC_WAREHOUSE": "s3a://b/w", "CDC_STATE_DIR": str(tmp_path / "mine")}
+    env.apply_defaults(mine)
+    assert mine["CDC_STATE_DIR"] == str(tmp_path / "mine")
+    assert dict(r[0::2] for r in env.describe(mine))["CDC_STATE_DIR"] == "environment"
