@@ -13,6 +13,14 @@ it and every record before it is in a file renamed into place. A kill therefore 
 not yet in a file have no committed offset and are read again from the slot by the next start, and
 records in a file whose offset was not committed yet are written a second time (as through Kafka).
 
+Except inside the initial snapshot: there a committed offset does not mean "read again from here" but "take
+the whole snapshot again" (Debezium's rule for a snapshot it did not finish), and a second snapshot is no
+replay: a row deleted between the two is in the first and in no delete event, so it stays in the landing
+zone for good. Hence the snapshot's last record (its source offset says `last_snapshot_record`) writes every
+open file, as a drain marker does: the snapshot is landed and its end committed before a single change of
+the stream is buffered, and every restart from then on streams from the slot. (A kill inside the snapshot
+itself still takes it again, as Kafka Connect does.)
+
 One capture per folder: the PID file names it. SIGTERM or Ctrl-C stops it cleanly (the open files are
 written and their offsets committed, then the engine stops); `live capture-stop` sends SIGTERM.
 `live drain` writes a marker into the WAL (a logical decoding message, MARKER_PREFIX) and waits until
@@ -202,6 +210,8 @@ class Capture:
                 token = marker_token(value)
                 if token:
                     self.sink.flush_all()  # everything before the marker lands now
+            if ends_snapshot(record):
+                self.sink.flush_all()  # the whole snapshot lands before the stream (the module's docstring)
             self.pending.append((record, landing, token))
         if self.stop_requested.is_set():
             self.sink.flush_all()
@@ -246,6 +256,12 @@ class Capture:
             shutil.copyfile(self.config.offsets_file, temporary)
             os.replace(temporary, backup_file(self.config))
             self.offsets_seen = seen
+
+
+def ends_snapshot(record) -> bool:
+    """The snapshot's last record: its source offset (Kafka Connect's, from the engine) says so."""
+    offset = record.sourceRecord().sourceOffset()
+    return offset is not None and str(offset.get("last_snapshot_record")).lower() == "true"
 
 
 def marker_token(value: str) -> str | None:
