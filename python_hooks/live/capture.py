@@ -189,7 +189,7 @@ class Capture:
         self.phase = "starting"
         self.stop_requested = threading.Event()
         self.stopped_cleanly = threading.Event()
-        self.offsets_seen: tuple[int, int] | None = None
+        self.offsets_copied: bytes | None = None
         self.jvm_options = [
             *JVM_OPTIONS,
             f"-Dlog4j2.configurationFile={LOG4J}",
@@ -245,17 +245,18 @@ class Capture:
     def _backup_offsets(self) -> None:
         """Kafka's FileOffsetBackingStore rewrites offsets.dat in place: a kill in the middle of that write
         would leave it unreadable. After each commit (complete when markBatchFinished returns) a copy is
-        kept, renamed into place, which `restore_offsets` falls back to."""
+        kept, renamed into place, which `restore_offsets` falls back to. A rewrite is told by the file's bytes
+        (a few hundred), not by its size and mtime: offsets of the same length written within one tick of
+        the file system's clock would leave the copy older than it needs to be."""
         try:
-            stat = self.config.offsets_file.stat()
+            content = self.config.offsets_file.read_bytes()
         except FileNotFoundError:
             return
-        seen = (stat.st_mtime_ns, stat.st_size)
-        if seen != self.offsets_seen:
+        if content != self.offsets_copied:
             temporary = self.config.offsets_file.with_name(f".{self.config.offsets_file.name}.bak.tmp")
-            shutil.copyfile(self.config.offsets_file, temporary)
+            temporary.write_bytes(content)
             os.replace(temporary, backup_file(self.config))
-            self.offsets_seen = seen
+            self.offsets_copied = content
 
 
 def ends_snapshot(record) -> bool:

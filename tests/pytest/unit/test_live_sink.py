@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 from decimal import Decimal
 from pathlib import Path
@@ -292,3 +293,18 @@ def test_no_change_of_the_stream_lands_while_a_restart_would_take_the_snapshot_a
         restarts_in_snapshot = committed is None or ("snapshot" in committed and not committed["last_snapshot_record"])
         assert not (restarts_in_snapshot and set(landed) - {"r"}), (committed, landed)
     assert committer.commits[-1] == ({"lsn": 110, "lsn_proc": 110}, ["r", "c", "c", "c", "r", "r"])
+
+
+def test_the_offsets_copy_follows_every_rewrite(tmp_path: Path):
+    """The copy of offsets.dat a start falls back to is the last one committed, also when Kafka rewrote the
+    file with as many bytes within one tick of the file system's clock."""
+    config = LiveConfig(folder=tmp_path, pg_port=15433, landing_root=tmp_path / "landing", flush_size=3, rotate_ms=10)
+    live = capture.Capture(config)
+    config.capture_dir.mkdir(parents=True)
+    config.offsets_file.write_bytes(b"offsets at lsn 1000")
+    live._backup_offsets()
+    stat = config.offsets_file.stat()
+    config.offsets_file.write_bytes(b"offsets at lsn 2000")
+    os.utime(config.offsets_file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    live._backup_offsets()
+    assert capture.backup_file(config).read_bytes() == b"offsets at lsn 2000"
