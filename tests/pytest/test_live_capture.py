@@ -77,6 +77,20 @@ class Live:
         assert f"streaming (pid {pid})" in said
         return pid
 
+    def kill_captures(self) -> None:
+        """SIGKILL every capture this test started, also one whose start failed (its PID file names it):
+        each only while its PID is still a live capture's, never a process that took the number since."""
+        pids = set(self.started)
+        with contextlib.suppress(OSError, ValueError):
+            pids.add(int(self.config.pid_file.read_text()))
+        for pid in pids:
+            try:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+                if b"python_hooks live capture" in command:
+                    os.kill(pid, signal.SIGKILL)
+            except (FileNotFoundError, ProcessLookupError):
+                pass  # ended already
+
     def state(self) -> dict:
         return json.loads(self.config.state_file.read_text())
 
@@ -101,9 +115,7 @@ def live() -> Iterator[Live]:
         live.cli("pg-up")
         yield live
     finally:
-        for pid in live.started:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        live.kill_captures()
         subprocess.run(
             [sys.executable, "-m", "python_hooks", "live", "pg-down"], env=live.environ, cwd=PROJECT, timeout=120
         )
