@@ -13,6 +13,14 @@ it and every record before it is in a file renamed into place. A kill therefore 
 not yet in a file have no committed offset and are read again from the slot by the next start, and
 records in a file whose offset was not committed yet are written a second time (as through Kafka).
 
+Except inside the initial snapshot: there a committed offset does not mean "read again from here" but "take
+the whole snapshot again" (Debezium's rule for a snapshot it did not finish), and a second snapshot is no
+replay: a row deleted between the two is in the first and in no delete event, so it stays in the landing
+zone for good. Hence the snapshot's last record (its source offset says `last_snapshot_record`) writes every
+open file, as a drain marker does: the snapshot is landed and its end committed before a single change of
+the stream is buffered, and every restart from then on streams from the slot. (A kill inside the snapshot
+itself still takes it again, as Kafka Connect does.)
+
 One capture per folder: the PID file names it. SIGTERM or Ctrl-C stops it cleanly (the open files are
 written and their offsets committed, then the engine stops); `live capture-stop` sends SIGTERM.
 `live drain` writes a marker into the WAL (a logical decoding message, MARKER_PREFIX) and waits until
@@ -181,7 +189,7 @@ class Capture:
         self.phase = "starting"
         self.stop_requested = threading.Event()
         self.stopped_cleanly = threading.Event()
-        self.offsets_seen: tuple[int, int] | None = None
+        self.offsets_copied: bytes | None = None
         self.jvm_options = [
             *JVM_OPTIONS,
             f"-Dlog4j2.configurationFile={LOG4J}",
@@ -202,6 +210,8 @@ class Capture:
                 token = marker_token(value)
                 if token:
                     self.sink.flush_all()  # everything before the marker lands now
+            if ends_snapshot(record):
+                self.sink.flush_all()  # the whole snapshot lands before the stream (the module's docstring)
             self.pending.append((record, landing, token))
         if self.stop_requested.is_set():
             self.sink.flush_all()
@@ -235,17 +245,24 @@ class Capture:
     def _backup_offsets(self) -> None:
         """Kafka's FileOffsetBackingStore rewrites offsets.dat in place: a kill in the middle of that write
         would leave it unreadable. After each commit (complete when markBatchFinished returns) a copy is
-        kept, renamed into place, which `restore_offsets` falls back to."""
+        kept, renamed into place, which `restore_offsets` falls back to. A rewrite is told by the file's bytes
+        (a few hundred), not by its size and mtime: offsets of the same length written within one tick of
+        the file system's clock would leave the copy older than it needs to be."""
         try:
-            stat = self.config.offsets_file.stat()
+            content = self.config.offsets_file.read_bytes()
         except FileNotFoundError:
             return
-        seen = (stat.st_mtime_ns, stat.st_size)
-        if seen != self.offsets_seen:
+        if content != self.offsets_copied:
             temporary = self.config.offsets_file.with_name(f".{self.config.offsets_file.name}.bak.tmp")
-            shutil.copyfile(self.config.offsets_file, temporary)
+            temporary.write_bytes(content)
             os.replace(temporary, backup_file(self.config))
-            self.offsets_seen = seen
+            self.offsets_copied = content
+
+
+def ends_snapshot(record) -> bool:
+    """The snapshot's last record: its source offset (Kafka Connect's, from the engine) says so."""
+    offset = record.sourceRecord().sourceOffset()
+    return offset is not None and str(offset.get("last_snapshot_record")).lower() == "true"
 
 
 def marker_token(value: str) -> str | None:

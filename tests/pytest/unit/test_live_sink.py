@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 from decimal import Decimal
 from pathlib import Path
@@ -229,3 +230,81 @@ def test_drain_markers_are_told_from_other_messages(prefix: str, expected: str |
     content = base64.b64encode(b"token-1").decode()
     value = json.dumps({"payload": {"op": "m", "message": {"prefix": prefix, "content": content}}})
     assert capture.marker_token(value) == expected
+
+
+class EngineRecord:
+    """What the engine hands the capture: a JSON key and value, its topic, its source offset."""
+
+    def __init__(self, customer_id: int, op: str, offset: dict) -> None:
+        self._key, self._value = record(customer_id, op=op)
+        self.offset = offset
+
+    def destination(self) -> str:
+        return TOPIC
+
+    def key(self) -> str:
+        return self._key
+
+    def value(self) -> str:
+        return self._value
+
+    def sourceRecord(self) -> EngineRecord:  # noqa: N802 (the Java method's name)
+        return self
+
+    def sourceOffset(self) -> dict:  # noqa: N802
+        return self.offset
+
+
+class Committer:
+    """Debezium's RecordCommitter: the offset committed at the end of each batch, and what had landed then."""
+
+    def __init__(self, landing: Path) -> None:
+        self.landing = landing
+        self.marked: dict | None = None
+        self.commits: list[tuple[dict | None, list[str]]] = []
+
+    def markProcessed(self, record: EngineRecord) -> None:  # noqa: N802
+        self.marked = record.offset
+
+    def markBatchFinished(self) -> None:  # noqa: N802
+        ops = [op for path in sorted(self.landing.rglob("*.parquet")) for op in pq.read_table(path)["__op"].to_pylist()]
+        self.commits.append((self.marked, ops))
+
+
+def test_no_change_of_the_stream_lands_while_a_restart_would_take_the_snapshot_again(tmp_path: Path):
+    """A restart from an offset inside the snapshot (or from none) takes the whole snapshot again, which
+    deletes nothing: a row deleted meanwhile would stay. So while the committed offset is there, nothing
+    of the stream may be in a file. Customers 1, 8, 9, 10 go to partition 0, 2 and 3 to partition 1."""
+    config = LiveConfig(
+        folder=tmp_path, pg_port=15433, landing_root=tmp_path / "landing", flush_size=3, rotate_ms=60_000
+    )
+    live = capture.Capture(config)
+    committer = Committer(config.landing_root)
+    snapshot = [
+        EngineRecord(1, "r", {"snapshot": "INITIAL", "last_snapshot_record": False}),
+        EngineRecord(2, "r", {"snapshot": "INITIAL", "last_snapshot_record": False}),
+        EngineRecord(3, "r", {"snapshot": "INITIAL", "last_snapshot_record": True}),
+    ]
+    stream = [EngineRecord(i, "c", {"lsn": 100 + i, "lsn_proc": 100 + i}) for i in (8, 9, 10)]
+    live.handle(snapshot, committer)
+    live.handle(stream, committer)  # partition 0's file fills up and rolls; partition 1's stays open
+
+    for committed, landed in committer.commits:
+        restarts_in_snapshot = committed is None or ("snapshot" in committed and not committed["last_snapshot_record"])
+        assert not (restarts_in_snapshot and set(landed) - {"r"}), (committed, landed)
+    assert committer.commits[-1] == ({"lsn": 110, "lsn_proc": 110}, ["r", "c", "c", "c", "r", "r"])
+
+
+def test_the_offsets_copy_follows_every_rewrite(tmp_path: Path):
+    """The copy of offsets.dat a start falls back to is the last one committed, also when Kafka rewrote the
+    file with as many bytes within one tick of the file system's clock."""
+    config = LiveConfig(folder=tmp_path, pg_port=15433, landing_root=tmp_path / "landing", flush_size=3, rotate_ms=10)
+    live = capture.Capture(config)
+    config.capture_dir.mkdir(parents=True)
+    config.offsets_file.write_bytes(b"offsets at lsn 1000")
+    live._backup_offsets()
+    stat = config.offsets_file.stat()
+    config.offsets_file.write_bytes(b"offsets at lsn 2000")
+    os.utime(config.offsets_file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    live._backup_offsets()
+    assert capture.backup_file(config).read_bytes() == b"offsets at lsn 2000"
