@@ -20,7 +20,7 @@ BIN := $(VENV)/bin
 export DBT_PROFILES_DIR := $(CURDIR)/profiles
 
 .PHONY: help install check-java system-packages cluster-packages demo run status maintain test faults bench lint docs docs-serve clean \
-	cluster-up cluster-down cluster-status s3-up s3-down s3-status bench-scale \
+	cluster-up cluster-down cluster-status s3-up s3-down s3-status bench-scale bench-s3 \
 	live-up live-workload live-drain live-down live-status test-live
 
 SQL_PATHS := $(wildcard models snapshots tests analyses)
@@ -36,7 +36,7 @@ help:
 	@echo "make lint    sqlfluff, ruff, the import layers of python_hooks and the pre-commit checks"
 	@echo "make docs    build the dbt docs site (target/index.html and target/static_index.html)"
 	@echo "make docs-serve  serve it on http://localhost:$(DOCS_PORT)"
-	@echo "make bench   the benchmark (bench/README.md); make bench-scale: M and Z at 200 tables"
+	@echo "make bench   the benchmark (bench/README.md); make bench-scale: M and Z at 200 tables; make bench-s3: on S3"
 	@echo "make cluster-up      start the shared target: PostgreSQL metastore, Spark master + worker, Thrift Server"
 	@echo "make cluster-down    stop it;  make cluster-status  what runs"
 	@echo "                     then CDC_TARGET=cluster make run|demo, or dbt ... --target cluster"
@@ -172,6 +172,10 @@ bench: install check-java
 bench-scale: install check-java
 	BENCH_STAGES=many,idle BENCH_MANY_TABLES=200 BENCH_MANY_ROWS=10000 BENCH_MANY_BATCH=100 \
 	  BENCH_RESULTS=$(CURDIR)/bench/results/scale $(BIN)/python -m bench
+
+# The same with landing and warehouse on a local S3 server the bench starts and stops (bench/results/latest-s3.md).
+bench-s3: install check-java
+	BENCH_STORAGE=s3 $(BIN)/python -m bench
 
 lint: install
 	$(BIN)/ruff check .

@@ -18,23 +18,30 @@
     BENCH_WORK              work folder: raw files, warehouse, dbt project (default data/bench; emptied first)
     BENCH_TARGET            local | cluster: the dbt target measured      (default local; cluster: after
                             `make cluster-up`)
+    BENCH_STORAGE           local | s3: landing zone and warehouse on this disk, or on a local S3 server
+                            the bench starts in BENCH_WORK/s3 and stops at the end (default local;
+                            s3 on the local target only; bench/storage.py)
     BENCH_RESULTS           where latest.json / latest.md go              (default bench/results;
-                            latest-cluster.json / .md on the cluster target)
+                            latest-cluster.json / .md on the cluster target, latest-s3.json / .md
+                            with BENCH_STORAGE=s3)
     BENCH_REF               take macros/, dbt_project.yml, profiles/ from this git commit (default: working tree)
     BENCH_PATCH             comma-separated diffs applied to a copy of macros/, dbt_project.yml and
                             profiles/ before the run, to measure a proposed change
     CDC_DRIVER_MEMORY, CDC_SHUFFLE_PARTITIONS   the profile's own knobs
 
-On `local`, runs in a fresh warehouse of its own (BENCH_WORK/warehouse), never the project's
-data/warehouse. On `cluster`, in the cluster's warehouse, in the schemas `bench`, `bench_staging`,
-`bench_current`, `bench_cdc_meta`, which it drops at the start of every run.
+On `local`, runs in a fresh warehouse of its own (BENCH_WORK/warehouse, or s3a://cdc-bench/warehouse
+on the bench's S3 server), never the project's data/warehouse. On `cluster`, in the cluster's
+warehouse, in the schemas `bench`, `bench_staging`, `bench_current`, `bench_cdc_meta`, which it drops
+at the start of every run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -63,6 +70,7 @@ def main() -> int:
     os.environ["TZ"] = "UTC"  # PySpark returns naive local datetimes: make local time UTC
     time.tzset()
 
+    from bench import storage
     from bench.report import markdown, write_results
     from bench.run import Settings, run_benchmark
     from bench.sql import TargetUnavailable
@@ -71,20 +79,29 @@ def main() -> int:
     settings = Settings.from_env()
     work = Path(os.environ.get("BENCH_WORK") or REPO_ROOT / "data" / "bench").resolve()
     results_dir = Path(os.environ.get("BENCH_RESULTS") or REPO_ROOT / "bench" / "results").resolve()
+    storage.stop_leftover(work)
     _fresh_work(work)
-    if settings.target == "local":
-        # The bench's own warehouse and metastore: static Spark settings, so before the session starts.
-        os.environ["CDC_WAREHOUSE"] = str(work / "warehouse")
-        # The erasure stage's keyed hash: Spark reads it from the JVM's environment (README: Personal data).
-        os.environ.setdefault("CDC_ERASURE_SECRET", "bench-only-erasure-secret-00000")
-    env.apply_defaults()
-    log.info("benchmark: %s, work folder %s", settings, work)
-
-    try:
-        results = run_benchmark(settings, work)
-    except TargetUnavailable as error:
-        log.error("%s", error)
-        return 2
+    # A `kill` ends the run as Ctrl-C does: through the `finally`s, which stop the bench's S3 server.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    with contextlib.ExitStack() as stack:
+        if settings.storage == "s3":
+            # Its server, CDC_WAREHOUSE and the AWS variables: static Spark settings, so before the session starts.
+            where = stack.enter_context(storage.s3(work))
+        else:
+            where = storage.local_storage(work, work / "warehouse" if settings.target == "local" else None)
+            if settings.target == "local":
+                # The bench's own warehouse and metastore: static Spark settings, so before the session starts.
+                os.environ["CDC_WAREHOUSE"] = str(work / "warehouse")
+        if settings.target == "local":
+            # The erasure stage's keyed hash: Spark reads it from the JVM's environment (README: Personal data).
+            os.environ.setdefault("CDC_ERASURE_SECRET", "bench-only-erasure-secret-00000")
+        env.apply_defaults()
+        log.info("benchmark: %s, work folder %s", settings, work)
+        try:
+            results = run_benchmark(settings, work, storage=where)
+        except TargetUnavailable as error:
+            log.error("%s", error)
+            return 2
     json_path, md_path = write_results(results, results_dir)
     sys.stdout.write(markdown(results))
     log.info("wrote %s and %s", json_path, md_path)

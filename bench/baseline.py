@@ -18,12 +18,11 @@ pipeline's snapshot afterwards, so both jobs see the same files, delete files an
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from bench.sql import Sql, columns, quote_path, string_literal
+from python_hooks.project.storage import Location, delete_tree
 
 SOURCE_VIEW = "bench_handwritten_batch"
 
@@ -37,12 +36,13 @@ def set_current_snapshot(sql: Sql, relation: str, snapshot_id: int) -> None:
     sql.execute(f"call spark_catalog.system.set_current_snapshot(table => '{relation}', snapshot_id => {snapshot_id})")
 
 
-def batch_files(files: Sequence[Path]) -> str:
-    """The batch's raw files as one path Spark reads: a glob naming each file (`folder/{a,b}`)."""
-    folders = {Path(f).parent for f in files}
+def batch_files(files: Sequence[Location]) -> str:
+    """The batch's raw files as one path Spark reads: a glob naming each file (`folder/{a,b}`), on
+    this disk or on S3 (`s3a://bucket/folder/{a,b}`)."""
+    folders = {str(f).rsplit("/", 1)[0] for f in files}
     if len(folders) != 1:
-        raise ValueError(f"the batch's files must be in one folder, got {sorted(map(str, folders))}")
-    names = [Path(f).name for f in files]
+        raise ValueError(f"the batch's files must be in one folder, got {sorted(folders)}")
+    names = [str(f).rsplit("/", 1)[1] for f in files]
     return f"{folders.pop()}/{names[0]}" if len(names) == 1 else f"{folders.pop()}/{{{','.join(names)}}}"
 
 
@@ -50,7 +50,7 @@ def _q(column: str) -> str:
     return "`" + column.replace("`", "``") + "`"
 
 
-def handwritten_batch_sql(target_columns: Sequence[str], files: Sequence[Path], key: str) -> str:
+def handwritten_batch_sql(target_columns: Sequence[str], files: Sequence[Location], key: str) -> str:
     """The temporary view: the last change per key of the batch's files, in the target's columns."""
     business = [c for c in target_columns if not c.startswith("_cdc_")]
     values = {
@@ -105,7 +105,7 @@ where change_rank = 1
 """
 
 
-def handwritten_merge(sql: Sql, relation: str, files: Sequence[Path], key: str) -> float:
+def handwritten_merge(sql: Sql, relation: str, files: Sequence[Location], key: str) -> float:
     """Seconds for the whole job (read, dedup, MERGE)."""
     start = time.perf_counter()
     sql.execute(handwritten_batch_sql(columns(sql, relation), files, key))
@@ -122,19 +122,21 @@ def handwritten_merge(sql: Sql, relation: str, files: Sequence[Path], key: str) 
     return seconds
 
 
-def floor(sql: Sql, relation: str, snapshot_id: int, key: str, files: Sequence[Path], out: Path) -> tuple[float, float]:
+def floor(
+    sql: Sql, relation: str, snapshot_id: int, key: str, files: Sequence[Location], out: Location
+) -> tuple[float, float]:
     """(seconds to scan the key column of the target at `snapshot_id`, seconds to write the
-    batch's rows as Parquet)."""
+    batch's rows as Parquet into `out`, a folder on the landing zone's storage, deleted after)."""
     start = time.perf_counter()
     sql.consume(f"select {_q(key)} from {relation} version as of {snapshot_id}")
     scan = time.perf_counter() - start
     start = time.perf_counter()
     sql.execute(
-        f"insert overwrite directory {string_literal(out)} using parquet "
+        f"insert overwrite directory {string_literal(str(out))} using parquet "
         f"select * from parquet.{quote_path(batch_files(files))}"
     )
     write = time.perf_counter() - start
-    shutil.rmtree(out, ignore_errors=True)
+    delete_tree(out)
     return scan, write
 
 

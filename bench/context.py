@@ -1,6 +1,7 @@
 """The run context every stage gets: `Settings` (the BENCH_* environment, the stage groups it selects)
-and `Run` (the target's dbt, the bench's own SQL session, the stage timer, and what the stages record
-for the results: checks against the replay, statement breakdowns, merge steps, table layouts).
+and `Run` (the target's dbt, the bench's own SQL session, the stage timer, where the files are (its
+`storage`), and what the stages record for the results: checks against the replay, statement
+breakdowns, merge steps, table layouts).
 
 The stage modules (orders, stock, erasure, many, history) take a `Run`; bench/run.py builds it and
 calls them in order.
@@ -15,6 +16,8 @@ from pathlib import Path
 from bench.harness import LAYOUTS, BenchDbt
 from bench.instrument import Stages
 from bench.sql import TARGETS, Sql
+from bench.storage import STORAGES, BenchStorage
+from python_hooks.project.storage import Location
 
 # What BENCH_STAGES selects, in the order they run; a group runs the groups it needs too.
 STAGE_GROUPS = ("orders", "stock", "erasure", "scaled", "many", "idle", "history")
@@ -35,6 +38,7 @@ class Settings:
     scaled_baselines: bool = True
     compact: bool = True
     target: str = "local"
+    storage: str = "local"
     stages: tuple[str, ...] = STAGE_GROUPS
     many_tables: int = 20
     many_rows: int = 100_000
@@ -82,6 +86,7 @@ class Settings:
             scaled_baselines=environ.get("BENCH_SCALED_BASELINES", "1").strip() not in ("0", "false", "no"),
             compact=environ.get("BENCH_COMPACT", "1").strip() not in ("0", "false", "no"),
             target=environ.get("BENCH_TARGET", "").strip() or cls.target,
+            storage=environ.get("BENCH_STORAGE", "").strip() or cls.storage,
             stages=tuple(g.strip() for g in environ.get("BENCH_STAGES", "").split(",") if g.strip()) or cls.stages,
             many_tables=number("BENCH_MANY_TABLES", int, cls.many_tables),
             many_rows=number("BENCH_MANY_ROWS", int, cls.many_rows),
@@ -104,6 +109,13 @@ class Settings:
             raise ValueError(f"BENCH_BATCH_FRACTION must be in (0, 1], got {settings.batch_fraction}")
         if settings.target not in TARGETS:
             raise ValueError(f"BENCH_TARGET must be one of {', '.join(TARGETS)}, got {settings.target!r}")
+        if settings.storage not in STORAGES:
+            raise ValueError(f"BENCH_STORAGE must be one of {', '.join(STORAGES)}, got {settings.storage!r}")
+        if settings.storage != "local" and settings.target != "local":
+            raise ValueError(
+                f"BENCH_STORAGE={settings.storage} runs on the local target only: the cluster's warehouse is "
+                "the one `make cluster-up` set, and its executors would not reach the bench's own S3 server"
+            )
         unknown = [g for g in settings.stages if g not in STAGE_GROUPS]
         if unknown:
             raise ValueError(f"BENCH_STAGES: unknown group(s) {unknown}; the groups are {', '.join(STAGE_GROUPS)}")
@@ -126,12 +138,17 @@ class Run:
     schema: str
     stages: Stages
     dbt: BenchDbt
-    landing: Path
+    storage: BenchStorage
     checks: list = field(default_factory=list)
     breakdowns: dict = field(default_factory=dict)
     merge_steps: dict = field(default_factory=dict)
     layouts: dict = field(default_factory=dict)
     sql: Sql | None = None
+
+    @property
+    def landing(self) -> Location:
+        """CDC_LANDING_ROOT: a folder of the work folder, or s3a://<bucket>/landing (bench/storage.py)."""
+        return self.storage.landing
 
     def relation(self, table: str) -> str:
         return f"{self.schema}_current.bench__{table}"

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from bench.context import Run
 from bench.generate import KEY, LOAD_US, Checksum, TableData, expected_rows, table_checksum
 from bench.harness import BenchError, environment
+from python_hooks.project.storage import Location
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +47,35 @@ def expected_without(data: TableData, through_batch: int, erased: list[int]) -> 
     )
 
 
-def raw_rows_of(folder, erased: list[int]) -> int:
+def raw_rows_of(folder: Location, erased: list[int]) -> int:
+    """Rows of the `erased` customers in the raw files of `folder` (on this disk or on S3)."""
     wanted = pa.array(erased, pa.int64())
     found = 0
-    for path in sorted(folder.glob("*.parquet")):
-        column = pq.read_table(path, columns=["customer_id"]).column("customer_id")
+    for file in sorted(f for f in folder.files() if f.name.endswith(".parquet")):
+        with file.location.open() as handle:
+            column = pq.read_table(handle, columns=["customer_id"]).column("customer_id")
         found += pc.sum(pc.is_in(pc.cast(column, pa.int64()), value_set=wanted)).as_py() or 0
     return found
+
+
+def keep_copy(folder: Location, before: Location) -> None:
+    """The raw files of `folder` as they are, in `before`: hard links on this disk (free; the erasure
+    writes new files and renames them over these names), server-side copies on S3."""
+    files = [f for f in folder.files() if f.name.endswith(".parquet")]
+    if before.is_local:
+        before.local_path.mkdir(parents=True, exist_ok=True)
+        for file in files:
+            os.link(file.location.local_path, before.local_path / file.relative)
+        return
+    for file in files:
+        before.filesystem.copy_file(file.location.path, before.join(file.relative).path)
+
+
+def _before_erasure(run: Run) -> Location:
+    """Beside the landing zone: the work folder's `landing-before-erasure`, or that prefix in the bucket."""
+    if run.landing.is_local:
+        return Location.parse(run.work / "landing-before-erasure")
+    return Location(run.landing.prefix, f"{run.landing.bucket}/landing-before-erasure")
 
 
 def measure(run: Run, data: TableData, count: int) -> dict:
@@ -62,13 +85,10 @@ def measure(run: Run, data: TableData, count: int) -> dict:
 
     erased = customers(data, count)
     relation = run.relation(data.name)
-    folder = run.landing / "dms" / "bench" / data.name
-    # The raw files as they were, for whoever checks the earlier stages later (tests/pytest/test_bench_smoke.py):
-    # hard links, free; the erasure writes new files and renames them over these names.
-    before = run.work / "landing-before-erasure" / "dms" / "bench" / data.name
-    before.mkdir(parents=True, exist_ok=True)
-    for path in folder.glob("*.parquet"):
-        os.link(path, before / path.name)
+    folder = run.landing.join(f"dms/bench/{data.name}")
+    # The raw files as they were, for whoever checks the earlier stages later (tests/pytest/test_bench_smoke.py).
+    before = _before_erasure(run).join(f"dms/bench/{data.name}")
+    keep_copy(folder, before)
     dbt = run.dbt
     with environment(**dbt._env):
         parsed = dbt._runner.invoke(["parse", *dbt._common()])

@@ -14,6 +14,7 @@ from bench.generate import TableData, expected_state, table_checksum
 from bench.instrument import SqlProfile, Statement
 from bench.project import BenchProject
 from bench.sql import Sql
+from python_hooks.project.storage import Location, upload
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ class _TimedRunner:
 class BenchDbt:
     """dbt in this process, on one bench project, recording every statement it sends."""
 
-    def __init__(self, project: BenchProject, schema: str, landing: Path, logs: Path, target: str) -> None:
+    def __init__(self, project: BenchProject, schema: str, landing: Location, logs: Path, target: str) -> None:
         from dbt.cli.main import dbtRunner
 
         self.profile = SqlProfile()
@@ -120,24 +121,28 @@ class BenchDbt:
         return self.profile.statements[first:], steps
 
 
-def landed_path(path: Path, folder: Path, layout: str = "flat") -> Path:
+def landed_path(path: Path, folder: Location, layout: str = "flat") -> Location:
     """Where a raw file lands: in the table's folder, or (`dated`, DMS's DatePartitionEnabled with
     the default `yyyy/mm/dd` sequence) in the folder of the date it was written, which a DMS file
     name (LOAD files aside) starts with."""
     if layout == "flat" or path.name.startswith("LOAD"):
-        return folder / path.name
+        return folder.join(path.name)
     written = dt.datetime.strptime(path.name[:8], "%Y%m%d")
-    return folder / f"{written:%Y}" / f"{written:%m}" / f"{written:%d}" / path.name
+    return folder.join(f"{written:%Y}/{written:%m}/{written:%d}/{path.name}")
 
 
-def land(files: list[Path], folder: Path, layout: str = "flat") -> list[Path]:
-    """Move generated files into the landing folder, as the producer's upload would."""
-    folder.mkdir(parents=True, exist_ok=True)
+def land(files: list[Path], folder: Location, layout: str = "flat") -> list[Location]:
+    """Move generated files from the outbox into the landing folder, as the producer's upload would:
+    a rename on this disk; on S3 an upload (one PUT each), then the outbox's copy removed."""
     landed = []
     for path in files:
         target = landed_path(path, folder, layout)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(path, target)
+        if target.is_local:
+            target.local_path.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, target.local_path)
+        else:
+            upload(path, target)
+            path.unlink()
         landed.append(target)
     return landed
 

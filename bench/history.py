@@ -29,6 +29,7 @@ from bench.generate import generate_history
 from bench.harness import check, land, table_layout
 from bench.instrument import breakdown
 from bench.sql import quote_path
+from python_hooks.project.storage import Location
 
 FEW_FILES = 5
 
@@ -64,16 +65,16 @@ def measure(run: Run) -> dict:
     variants = {"history": (data.batches[0].files, new_file), "history_few": (few, few_new)}
     result = {"layout": settings.history_layout, "new_file_changes": data.batches[1].events.num_rows}
     for table, (history_files, _) in variants.items():
-        land(history_files, run.landing / "dms" / "bench" / table, settings.history_layout)
+        land(history_files, run.landing.join(f"dms/bench/{table}"), settings.history_layout)
         with run.stages.stage(build_stage_name(len(history_files)), rows=data.batches[0].events.num_rows) as record:
             statements, _ = run.dbt.pipeline("--select", f"+bench__{table}")
         run.breakdowns[record.name] = breakdown(statements, record.seconds)
         run.checks.append(check(run.sql, run.relation(table), data, 0, f"{table} after its initial build"))
-    _plain_build(run, run.landing / "dms" / "bench" / "history", len(variants["history"][0]), data)
+    _plain_build(run, run.landing.join("dms/bench/history"), len(variants["history"][0]), data)
     # The few-files table's batch first: a later run in a session is, if anything, the warmer one.
     for table in ("history_few", "history"):
         history_files, batch_files = variants[table]
-        land(batch_files, run.landing / "dms" / "bench" / table, settings.history_layout)
+        land(batch_files, run.landing.join(f"dms/bench/{table}"), settings.history_layout)
         name = stage_name(len(history_files))
         with run.stages.stage(name, rows=data.batches[1].events.num_rows) as record:
             statements, _ = run.dbt.pipeline("--select", f"+bench__{table}")
@@ -84,11 +85,13 @@ def measure(run: Run) -> dict:
     return result
 
 
-def _plain_build(run: Run, folder: Path, files: int, data) -> None:
+def _plain_build(run: Run, folder: Location, files: int, data) -> None:
     """F's yardstick: the same raw files read by plain Spark into a new Iceberg table."""
     glob = "*.parquet" if run.settings.history_layout == "flat" else "*/*/*/*.parquet"
     relation = f"{run.schema}_current.bench__history_plain"
     run.sql.execute(f"drop table if exists {relation}")
     with run.stages.stage(plain_build_stage_name(files), rows=data.batches[0].events.num_rows):
-        run.sql.execute(f"create table {relation} using iceberg as select * from parquet.{quote_path(folder / glob)}")
+        run.sql.execute(
+            f"create table {relation} using iceberg as select * from parquet.{quote_path(folder.join(glob))}"
+        )
     run.sql.execute(f"drop table if exists {relation} purge")

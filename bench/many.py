@@ -26,6 +26,7 @@ from bench.generate import KEY, SOURCE_SCHEMA, TableData, generate_table
 from bench.harness import BenchDbt, check, land
 from bench.instrument import breakdown
 from bench.project import build_project, many_models
+from python_hooks.project.storage import Location
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +82,8 @@ def prepare(run: Run) -> ManyTables:
     return ManyTables(dbt, tables)
 
 
-def _folder(run: Run, data: TableData) -> Path:
-    return run.landing / "dms" / SOURCE / data.name
+def _folder(run: Run, data: TableData) -> Location:
+    return run.landing.join(f"dms/{SOURCE}/{data.name}")
 
 
 def _pipeline_stage(run: Run, many: ManyTables, name: str, rows: int | None) -> dict[str, float]:

@@ -65,7 +65,7 @@ def measure(
     sql, stage = run.sql, run.stages.stage
     model = f"bench__{data.name}"
     relation = run.relation(data.name)
-    folder = run.landing / "dms" / "bench" / data.name
+    folder = run.landing.join(f"dms/bench/{data.name}")
     select = ("--select", f"+{model}")
 
     land(data.load_files, folder)
@@ -97,7 +97,7 @@ def measure(
         finally:
             baseline.set_current_snapshot(sql, relation, after)
         with stage(f"{label}: floor", rows=measured.events.num_rows) as record:
-            scan, write = baseline.floor(sql, relation, before, KEY, files, run.work / "floor")
+            scan, write = baseline.floor(sql, relation, before, KEY, files, run.storage.scratch.join("floor"))
             record.extra = {"scan_key_column_seconds": round(scan, 3), "write_batch_seconds": round(write, 3)}
     stock_result = stock.measure(run, data, before, label) if stock_peer else None
     if compact:

@@ -1,5 +1,6 @@
 """Writing a run's results: `latest.json` (everything) and `latest.md` (the tables for humans);
-`latest-cluster.json` / `latest-cluster.md` for a run on the cluster target."""
+`latest-cluster.json` / `latest-cluster.md` for a run on the cluster target, `latest-s3.json` /
+`latest-s3.md` for one with BENCH_STORAGE=s3, so that neither overwrites the local figures."""
 
 from __future__ import annotations
 
@@ -49,7 +50,9 @@ def markdown(results: dict) -> str:
         + ".",
         TARGET_NOTES.get(target, f"Target `{target}`.").format(
             master=results["settings"]["spark"].get("spark.master", "unknown")
-        ),
+        )
+        + " "
+        + _storage_note(results),
         "",
         "| ratio | measured | goal | met | definition |",
         "|---|---:|---:|:-:|---|",
@@ -118,6 +121,18 @@ def markdown(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _storage_note(results: dict) -> str:
+    """Where the raw files and the tables were (BENCH_STORAGE): every figure depends on it."""
+    details = results.get("storage_details") or {}
+    if results.get("storage", "local") == "s3":
+        return (
+            f"Storage `s3`: landing zone `{details.get('landing')}` and warehouse `{details.get('warehouse')}` on a "
+            f"local S3 server ({details.get('server')}, {details.get('endpoint')}); the hand-written jobs, the floor "
+            "and the stock model read and write the same bucket."
+        )
+    return "Storage `local`: landing zone and warehouse on this machine's disk."
+
+
 def _new_stage_notes(results: dict) -> list[str]:
     """One line each on the many-tables, idle and history stages, when they ran."""
     notes = []
@@ -155,15 +170,16 @@ def _new_stage_notes(results: dict) -> list[str]:
     return notes
 
 
-def result_names(target: str) -> tuple[str, str]:
-    """`latest.json`, `latest.md` on `local`; `latest-<target>.json`, `.md` on another target."""
-    stem = "latest" if target == "local" else f"latest-{target}"
+def result_names(target: str, storage: str = "local") -> tuple[str, str]:
+    """`latest.json`, `latest.md` on `local` with local storage; `latest-<target>`, `latest-<storage>`
+    (`latest-s3`) or both (`latest-<target>-<storage>`) otherwise."""
+    stem = "-".join(["latest", *(part for part in (target, storage) if part != "local")])
     return f"{stem}.json", f"{stem}.md"
 
 
 def write_results(results: dict, directory: Path) -> tuple[Path, Path]:
     directory.mkdir(parents=True, exist_ok=True)
-    json_name, md_name = result_names(results.get("target", "local"))
+    json_name, md_name = result_names(results.get("target", "local"), results.get("storage", "local"))
     json_path, md_path = directory / json_name, directory / md_name
     for path, text in ((json_path, json.dumps(results, indent=2, default=str) + "\n"), (md_path, markdown(results))):
         tmp = path.with_name(path.name + ".tmp")

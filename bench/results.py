@@ -187,6 +187,7 @@ def assemble(
         **ratios,
         "peak_heap_fraction": heap_fraction,
         "target": settings.target,
+        "storage": run.storage.kind,
         "stage_groups": list(settings.groups),
         "goals": GOALS,
         "met": met,
@@ -246,4 +247,5 @@ def assemble(
             "project_files_from": project.ref or "working tree",
         },
         "landing": str(run.landing),
+        "storage_details": run.storage.as_dict(),
     }

@@ -28,6 +28,10 @@ sessions of the cluster's Thrift Server):
   history (bench/history.py)
     one table with BENCH_HISTORY_FILES applied files, one with 5, the same new file    -> H
 
+BENCH_STORAGE=s3 runs every stage with the landing zone and the warehouse on a local S3 server
+(bench/storage.py; `__main__` starts it before the session and stops it at the end): the same stages,
+the same checks, the baselines and the stock model reading the same S3 files and writing to S3.
+
 BENCH_STAGES runs a subset of the groups (context.STAGE_GROUPS; a group another needs runs too); the
 ratios of groups that did not run are null. Every stage records the driver's peak heap as a
 fraction of its maximum (`peak_heap_fraction`, top level: the run's peak).
@@ -53,14 +57,17 @@ from bench.harness import BenchDbt, BenchError
 from bench.instrument import DriverMemory, RemoteDriver, Stages
 from bench.project import build_project
 from bench.sql import drop_bench_schemas, open_sql
+from bench.storage import BenchStorage, local_storage
 
 log = logging.getLogger(__name__)
 
 __all__ = ["BenchError", "Settings", "run_benchmark"]
 
 
-def run_benchmark(settings: Settings, work: Path, schema: str = "bench") -> dict:
-    """Run the selected stages on settings.target; returns the results (see report.write_results)."""
+def run_benchmark(settings: Settings, work: Path, schema: str = "bench", storage: BenchStorage | None = None) -> dict:
+    """Run the selected stages on settings.target, with the files where `storage` says (default: the
+    landing zone in the work folder, the warehouse the session has); returns the results (see
+    report.write_results)."""
     settings.validate()
     local = settings.target == "local"
     started = dt.datetime.now(dt.timezone.utc)
@@ -69,9 +76,9 @@ def run_benchmark(settings: Settings, work: Path, schema: str = "bench") -> dict
     project = build_project(work, [Path(p) for p in settings.patches], settings.ref)
     memory = DriverMemory() if local else RemoteDriver()
     stages = Stages(memory)
-    landing = work / "landing"
-    dbt = BenchDbt(project, schema, landing, work / "logs", settings.target)
-    run = Run(settings, work, schema, stages, dbt, landing)
+    storage = storage or local_storage(work)
+    dbt = BenchDbt(project, schema, storage.landing, work / "logs", settings.target)
+    run = Run(settings, work, schema, stages, dbt, storage)
     log.info("stage groups: %s", ", ".join(settings.groups))
 
     small, large = orders.prepare(run)

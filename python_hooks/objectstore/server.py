@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import os
+import random
 import shutil
 import signal
 import socket
@@ -117,6 +118,27 @@ def write_identities(config: ServerConfig) -> Path:
     path.chmod(0o600)
     path.write_text(json.dumps({"identities": [identity]}, indent=2) + "\n", encoding="utf-8")
     return path
+
+
+def free_port(attempts: int = 200) -> int:
+    """A CDC_S3_PORT whose every port (ServerConfig.ports: the five parts and their gRPC ports) is free
+    on 127.0.0.1 now, for a server of its own beside others (the tests', the bench's)."""
+    for _ in range(attempts):
+        port = random.randrange(20000, 65536 - GRPC_OFFSET - max(PARTS.values()))
+        wanted = [port + offset for offset in PARTS.values()]
+        sockets = []
+        try:
+            for candidate in [*wanted, *(p + GRPC_OFFSET for p in wanted)]:
+                sock = socket.socket()
+                sockets.append(sock)
+                sock.bind((HOST, candidate))
+            return port
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+    raise SystemExit(f"no block of free ports for the S3 server on {HOST} after {attempts} attempts")
 
 
 def _port_taken(port: int) -> bool:

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
-import socket
 import subprocess
 import sys
 import uuid
@@ -18,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.paths import PROJECT
+from python_hooks.objectstore.server import free_port
 
 S3_VARIABLES = ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"]
 
@@ -36,23 +35,8 @@ class Server:
 
 
 def free_port_block() -> int:
-    """A port P with P..P+4 and P+10000..P+10004 free (the server's S3, master, volume, filer, admin)."""
-    for _ in range(200):
-        port = random.randrange(20000, 45000)
-        wanted = [port + i for i in range(5)] + [port + 10000 + i for i in range(5)]
-        sockets = []
-        try:
-            for p in wanted:
-                sock = socket.socket()
-                sockets.append(sock)
-                sock.bind(("127.0.0.1", p))
-            return port
-        except OSError:
-            continue
-        finally:
-            for sock in sockets:
-                sock.close()
-    raise RuntimeError("no block of free ports")
+    """A CDC_S3_PORT whose five ports and their gRPC ports are free (python_hooks/objectstore/server.py)."""
+    return free_port()
 
 
 def s3_command(command: str, environ: dict[str, str], check: bool = True) -> subprocess.CompletedProcess:
