@@ -51,10 +51,10 @@ import xml.etree.ElementTree as ElementTree
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
-from python_hooks.project import embedded_lock
+from python_hooks.project import embedded_lock, object_store
 from python_hooks.project.dbt_args import target_of
+from python_hooks.project.paths import PROJECT_ROOT
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 JARS_POM = PROJECT_ROOT / "jars" / "pom.xml"
 JARS_DIR = PROJECT_ROOT / "jars" / "lib"
 # Variable -> the artifacts of jars/pom.xml it names (the profile's spark.jars joins the variables).
@@ -205,8 +205,6 @@ def _s3_defaults(environ: Mapping[str, str]) -> dict[str, str]:
     )
     if not on_s3 or environ.get("AWS_ENDPOINT_URL_S3") or environ.get("AWS_ENDPOINT_URL"):
         return {}
-    from python_hooks.project import object_store  # it imports this module
-
     return dict(object_store.shell_variables(environ))
 
 

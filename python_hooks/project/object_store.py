@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from python_hooks.project.env import PROJECT_ROOT
+from python_hooks.project.paths import PROJECT_ROOT
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 8333
