@@ -370,9 +370,15 @@ def test_retention_comes_from_model_config(dbt, tmp_path):
 def test_maintain_command_is_refused_in_one_line_while_the_embedded_warehouse_is_in_use(lake, tmp_path):
     """The embedded warehouse is this pytest process's: `python -m python_hooks maintain` on it says
     so in one line naming this process, and touches nothing."""
+    from python_hooks.project import embedded_lock
+
+    assert embedded_lock._held is not None, "this pytest process holds its embedded warehouse"
     environ = {
         **os.environ,
         "CDC_TARGET": "local",
+        # The local folder whose lock this process holds (its Derby metastore's): earlier tests may have
+        # left another CDC_WAREHOUSE / CDC_STATE_DIR in os.environ, so name it as a user would.
+        "CDC_STATE_DIR": str(Path(embedded_lock._held.name).parent),
         "DBT_TARGET_PATH": str(tmp_path / "target"),
         "DBT_LOG_PATH": str(tmp_path / "logs"),
     }
