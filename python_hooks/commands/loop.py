@@ -15,14 +15,14 @@ no JVM start per run).
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
 import logging
-import os
 import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
+
+from python_hooks.project import embedded_lock
 
 log = logging.getLogger("python_hooks.loop")
 
@@ -35,21 +35,10 @@ class LoopInUse(RuntimeError):
 
 def take_lock(folder: Path) -> IO[str]:
     """The loop's lock for this warehouse (kept open for the life of the loop), or LoopInUse."""
-    folder.mkdir(parents=True, exist_ok=True)
-    handle = (folder / LOCK_NAME).open("a+", encoding="utf-8")
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.seek(0)
-        holder = handle.read().strip() or "another process"
-        handle.close()
-        raise LoopInUse(f"a `run --every` loop already runs on this warehouse: {holder}") from None
-    handle.seek(0)
-    handle.truncate()
-    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    handle.write(f"pid {os.getpid()} since {now}\n")
-    handle.flush()
-    return handle
+        return embedded_lock.hold(folder / LOCK_NAME)
+    except embedded_lock.Held as held:
+        raise LoopInUse(f"a `run --every` loop already runs on this warehouse: {held.holder}") from None
 
 
 class StopRequest:

@@ -44,30 +44,49 @@ def _command_line() -> str:
     return " ".join(text.split())[:200]  # one line, whatever the arguments hold
 
 
-def acquire(warehouse: Path) -> None:
-    """Takes the warehouse for this process, or raises WarehouseInUse naming the process that has it."""
-    global _held
-    if _held is not None:
-        return
-    warehouse.mkdir(parents=True, exist_ok=True)
-    handle = (warehouse / LOCK_NAME).open("a+", encoding="utf-8")
+class Held(Exception):
+    """The lock file is another process's; `holder` is the line it wrote there."""
+
+    def __init__(self, holder: str) -> None:
+        super().__init__(holder)
+        self.holder = holder
+
+
+def hold(path: Path, who: str = "") -> IO[str]:
+    """An exclusive lock on the file `path` (its folder made), kept while the returned handle is open
+    (the operating system releases it when the process ends, kill -9 included), with
+    `pid <pid> (<who>) since <time>` written in it (no parentheses without `who`); Held with the
+    holder's line when another process has it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = path.open("a+", encoding="utf-8")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         handle.seek(0)
         holder = handle.read().strip() or "another process"
         handle.close()
-        raise WarehouseInUse(
-            f"The embedded warehouse {warehouse} is in use by {holder}. Its Derby metastore opens in one "
-            "process at a time: wait for that one to finish, or, for several people and processes at once, "
-            "use the cluster target (make cluster-up, then CDC_TARGET=cluster; README: Working as a team)."
-        ) from None
+        raise Held(holder) from None
     handle.seek(0)
     handle.truncate()
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    handle.write(f"pid {os.getpid()} ({_command_line()}) since {now}\n")
+    handle.write(f"pid {os.getpid()}{f' ({who})' if who else ''} since {now}\n")
     handle.flush()
-    _held = handle
+    return handle
+
+
+def acquire(warehouse: Path) -> None:
+    """Takes the warehouse for this process, or raises WarehouseInUse naming the process that has it."""
+    global _held
+    if _held is not None:
+        return
+    try:
+        _held = hold(warehouse / LOCK_NAME, _command_line())
+    except Held as held:
+        raise WarehouseInUse(
+            f"The embedded warehouse {warehouse} is in use by {held.holder}. Its Derby metastore opens in one "
+            "process at a time: wait for that one to finish, or, for several people and processes at once, "
+            "use the cluster target (make cluster-up, then CDC_TARGET=cluster; README: Working as a team)."
+        ) from None
 
 
 def derby_warehouse(options: dict) -> Path | None:
