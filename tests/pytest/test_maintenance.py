@@ -26,6 +26,7 @@ from helpers.tables import assert_same_table, normalise, table_rows
 from oracles.replay_dms import replay
 from python_hooks.commands import maintain as maintenance
 from python_hooks.commands.maintain import Retention
+from python_hooks.project import env
 from sample_data import dms
 
 KEY = ["customer_id"]
@@ -373,12 +374,14 @@ def test_maintain_command_is_refused_in_one_line_while_the_embedded_warehouse_is
     from python_hooks.project import embedded_lock
 
     assert embedded_lock._held is not None, "this pytest process holds its embedded warehouse"
+    held = str(Path(embedded_lock._held.name).parent)  # the folder of the Derby metastore this process has
+    # Named as a user would: the warehouse folder, with no derived default (CDC_DERIVED) a child would
+    # decide again from whatever CDC_WAREHOUSE earlier tests left in os.environ.
     environ = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k not in (env.DERIVED, env.DEFAULTED, *env.S3_VARIABLES)},
         "CDC_TARGET": "local",
-        # The local folder whose lock this process holds (its Derby metastore's): earlier tests may have
-        # left another CDC_WAREHOUSE / CDC_STATE_DIR in os.environ, so name it as a user would.
-        "CDC_STATE_DIR": str(Path(embedded_lock._held.name).parent),
+        "CDC_WAREHOUSE": held,
+        "CDC_STATE_DIR": held,
         "DBT_TARGET_PATH": str(tmp_path / "target"),
         "DBT_LOG_PATH": str(tmp_path / "logs"),
     }
@@ -392,6 +395,6 @@ def test_maintain_command_is_refused_in_one_line_while_the_embedded_warehouse_is
     )
     assert done.returncode == 1, done.stdout + done.stderr
     refusal = [line for line in done.stderr.splitlines() if "maintenance refused" in line]
-    assert len(refusal) == 1, done.stderr[-2000:]
+    assert len(refusal) == 1, f"{done.stdout[:1500]}\n{done.stderr[-2000:]}"
     assert f"in use by pid {os.getpid()} " in refusal[0]
     assert "Traceback" not in done.stderr
