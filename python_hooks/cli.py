@@ -25,6 +25,7 @@ live capture-stop  stop the capture cleanly
 live workload   run transactions on the live source (inserts, updates, deletes, TRUNCATE, columns added)
 live drain      wait until the capture has landed every change committed so far
 live status     what runs, the replication slot, the files written
+live compare    every live current-state table against its PostgreSQL table (exit 1 on a difference)
 
 Every command but `env --shell`, `s3 env` and `write-pth` first prints one line on stderr (stdout stays the
 command's own output): the target, the warehouse and the landing zone, "(default)" where
@@ -48,6 +49,7 @@ from python_hooks import objectstore
 from python_hooks.commands.add_source import run_add_source
 from python_hooks.commands.docs import build_docs
 from python_hooks.commands.environment import env_lines
+from python_hooks.commands.live_compare import run_compare
 from python_hooks.commands.loop import loop
 from python_hooks.commands.maintain import run_maintenance
 from python_hooks.commands.personal_data import run_personal_data
@@ -312,6 +314,15 @@ def live_drain(timeout: float) -> None:
 )
 def live_status() -> None:
     sys.exit(0 if live_source.capture.status(live_source.config_from_env()) else 1)
+
+
+@live.command("compare")
+@target_option
+def live_compare(target: str | None) -> None:
+    """Every live current-state table (models/*/shop/, built with CDC_LIVE=1) against its PostgreSQL
+    table: the same keys, columns of the mapped types, every value equal (python_hooks/live/compare.py).
+    One line per table; exit status 1 on a difference. After the workload, `live drain` and a run."""
+    sys.exit(0 if run_compare(live_source.config_from_env(), target_args(target)) else 1)
 
 
 @main.command("docs")
