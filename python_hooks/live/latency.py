@@ -56,12 +56,12 @@ def events(folders: Mapping[str, Path], applied: Mapping[tuple[str, str], float]
     """Every change event of the models' landing folders (model -> folder) that a run applied."""
     found = []
     for model, folder in folders.items():
-        for path in raw_files(folder, "debezium"):
-            visible = applied.get((model, path.name))
+        for file in raw_files(folder, "debezium"):
+            visible = applied.get((model, file.name))
             if visible is None:
                 continue
-            landed = path.stat().st_mtime
-            found.extend(Event(committed, landed, visible) for committed in file_commits(path))
+            landed = file.mtime_ns / 1e9
+            found.extend(Event(committed, landed, visible) for committed in file_commits(Path(file.location.path)))
     return found
 
 

@@ -3,6 +3,10 @@ both sides, and the differences it reports. Against a real database: tests/pytes
 
 from __future__ import annotations
 
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from python_hooks.live.compare import (
@@ -13,7 +17,7 @@ from python_hooks.live.compare import (
     spark_text,
     spark_type_of,
 )
-from python_hooks.live.latency import Event, percentile, summary
+from python_hooks.live.latency import Event, events, percentile, summary
 
 
 @pytest.mark.parametrize(
@@ -71,3 +75,16 @@ def test_latency_percentiles_and_parts():
     lines = summary(found)
     assert lines[0] == "latency of 11 change events, seconds:"
     assert "p50   15.0  p95   20.0  max   20.0" in lines[1]
+
+
+def test_latency_events_come_from_the_landed_files_and_the_ledger(tmp_path):
+    """Each non-snapshot event of an applied file: its commit time, the file's mtime, the ledger's time."""
+    folder = tmp_path / "pglive.shop.t"
+    path = folder / "partition=0" / "pglive.shop.t+0+0000000000.snappy.parquet"
+    path.parent.mkdir(parents=True)
+    table = pa.table({"id": [1, 2, 3], "__op": ["r", "c", "u"], "__source_ts_ms": [1_000, 2_000, 2_500]})
+    pq.write_table(table, path)
+    os.utime(path, (4.0, 4.0))
+    found = events({"m": folder}, {("m", path.name): 10.0, ("m", "other"): 1.0})
+    assert found == [Event(2.0, 4.0, 10.0), Event(2.5, 4.0, 10.0)]
+    assert events({"m": folder}, {}) == []  # not applied yet
