@@ -8,6 +8,7 @@
 #   make s3-up / s3-down / s3-status   a local S3 server (SeaweedFS) on 127.0.0.1, data in data/s3
 #   make live-up / live-workload / live-drain / live-down / live-status   a live PostgreSQL source captured by
 #               Debezium into $CDC_LANDING_ROOT/debezium/topics/ (python_hooks/live/)
+#   make demo-live  that source end to end: capture, workload, `run --every`, compared with PostgreSQL, latency
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
@@ -21,7 +22,7 @@ export DBT_PROFILES_DIR := $(CURDIR)/profiles
 
 .PHONY: help install check-java system-packages cluster-packages demo run status maintain test faults bench lint docs docs-serve clean \
 	cluster-up cluster-down cluster-status s3-up s3-down s3-status bench-scale bench-s3 \
-	live-up live-workload live-drain live-down live-status test-live
+	live-up live-workload live-drain live-down live-status test-live demo-live
 
 SQL_PATHS := $(wildcard models snapshots tests analyses)
 DOCS_PORT ?= 8080
@@ -46,6 +47,8 @@ help:
 	@echo "                   into \$$CDC_LANDING_ROOT/debezium/topics/ as the Kafka Connect S3 sink writes Parquet"
 	@echo "make live-workload transactions on it (ROUNDS=20); make live-drain  wait until the capture landed them"
 	@echo "make live-down     stop the capture and the source;  make live-status  what runs, the files written"
+	@echo "make demo-live     the live source end to end (EVERY=10 s between runs, MINUTES=2 of workload): PostgreSQL,"
+	@echo "                   capture, workload, run --every, then compared with PostgreSQL and the latency; all stopped"
 	@echo "make test-live     the live capture's tests only (PostgreSQL + Debezium, no Spark; make test runs them too)"
 	@echo "make clean   remove run outputs (data/, target/, logs/)"
 
@@ -138,6 +141,11 @@ live-down: install
 
 live-status: install
 	@$(BIN)/python -m python_hooks live status
+
+# The live source end to end (python_hooks/commands/live_demo.py): a fresh live database, the loop every EVERY seconds
+# while a workload of MINUTES runs, then `live compare` and the latency; everything it started is stopped at the end.
+demo-live: install check-java cluster-packages
+	$(BIN)/python -m python_hooks live demo --every $(or $(EVERY),10) --minutes $(or $(MINUTES),2)
 
 # The live capture's tests alone (make test runs them too): no Spark.
 test-live: install check-java cluster-packages

@@ -25,6 +25,8 @@ live capture-stop  stop the capture cleanly
 live workload   run transactions on the live source (inserts, updates, deletes, TRUNCATE, columns added)
 live drain      wait until the capture has landed every change committed so far
 live status     what runs, the replication slot, the files written
+live compare    every live current-state table against its PostgreSQL table (exit 1 on a difference)
+live demo       the live source end to end for a few minutes: the comparison and the latency (make demo-live)
 
 Every command but `env --shell`, `s3 env` and `write-pth` first prints one line on stderr (stdout stays the
 command's own output): the target, the warehouse and the landing zone, "(default)" where
@@ -48,6 +50,8 @@ from python_hooks import objectstore
 from python_hooks.commands.add_source import run_add_source
 from python_hooks.commands.docs import build_docs
 from python_hooks.commands.environment import env_lines
+from python_hooks.commands.live_compare import run_compare
+from python_hooks.commands.live_demo import run_demo
 from python_hooks.commands.loop import loop
 from python_hooks.commands.maintain import run_maintenance
 from python_hooks.commands.personal_data import run_personal_data
@@ -312,6 +316,27 @@ def live_drain(timeout: float) -> None:
 )
 def live_status() -> None:
     sys.exit(0 if live_source.capture.status(live_source.config_from_env()) else 1)
+
+
+@live.command("compare")
+@target_option
+def live_compare(target: str | None) -> None:
+    """Every live current-state table (models/*/shop/, built with CDC_LIVE=1) against its PostgreSQL
+    table: the same keys, columns of the mapped types, every value equal (python_hooks/live/compare.py).
+    One line per table; exit status 1 on a difference. After the workload, `live drain` and a run."""
+    sys.exit(0 if run_compare(live_source.config_from_env(), target_args(target)) else 1)
+
+
+@live.command("demo")
+@click.option("--every", type=click.FloatRange(min=1), default=10.0, show_default=True, help="Seconds between runs.")
+@click.option(
+    "--minutes", type=click.FloatRange(min=0.1), default=2.0, show_default=True, help="The workload's length."
+)
+def live_demo(every: float, minutes: float) -> None:
+    """The live source end to end (python_hooks/commands/live_demo.py): PostgreSQL, the capture, `run --every`,
+    a workload of MINUTES, then the comparison with PostgreSQL and the latency; everything stopped afterwards.
+    Starts from an empty live database (its folder, $CDC_LIVE_DIR, is emptied). Exit 1 on a difference."""
+    sys.exit(0 if run_demo(live_source.config_from_env(), every, minutes, []) else 1)
 
 
 @main.command("docs")

@@ -84,7 +84,7 @@ from {{ events }}
 {%- endmacro %}
 
 
-{% macro cdc_stage_batch(target, staging_model, events, full_build) %}
+{% macro cdc_stage_batch(target, staging_model, events, full_build, keys=[]) %}
     {#- Pins this run's batch: the raw files not applied yet (all files on a full build), by name, so
         that every later step reads the same files even while new ones land. An incremental batch
         reads those files only, with the staging model's SQL (cdc_staging_reader); nothing new
@@ -145,6 +145,12 @@ from {{ events }}
     {%- elif files -%}
         {%- set business = cdc_landing_columns_of(batch_sql) | map(attribute='name') | list -%}
     {%- endif -%}
+    {#- A source's placeholder for a value it did not send (unchanged.sql): filled from the batch. -#}
+    {%- set unchanged = cdc_unchanged_columns(reader.source if reader is not none else none, batch_sql)
+        if (files or full_build) and keys else {} -%}
+    {%- if unchanged -%}
+        {%- set batch_sql = cdc_fill_unchanged_sql(batch_sql, cdc_column_names('(' ~ batch_sql ~ ')'), unchanged, keys) -%}
+    {%- endif -%}
     {%- if files or full_build -%}
         {%- do cdc_execute(
             'create or replace temporary view ' ~ events_view
@@ -160,6 +166,7 @@ from {{ events }}
         'files_view': files_view,
         'columns': (business + ['_cdc_row_hash']) if files or full_build else [],
         'counted': full_build or reader is none,
+        'unchanged': unchanged,
     }) }}
 {% endmacro %}
 

@@ -23,7 +23,8 @@
 
     {{ run_hooks(pre_hooks) }}
 
-    {%- set batch = cdc_stage_batch(target, staging_model, ref(staging_model), full_build) -%}
+    {%- set batch = cdc_stage_batch(target, staging_model, ref(staging_model), full_build,
+        cdc_key_columns(unique_key, target)) -%}
     {%- do cdc_fault_point('after_pin') -%}
     {%- set model_name = cdc_sql_string(target.identifier) -%}
 
@@ -51,7 +52,7 @@
             {%- set target_columns = cdc_column_names(target) -%}
         {%- endif -%}
         {%- do cdc_apply_batch(target, batch.events_view, unique_key,
-            target_columns=target_columns, source_columns=batch.columns) -%}
+            target_columns=target_columns, source_columns=batch.columns, unchanged=batch.unchanged) -%}
     {%- endif -%}
 
     {%- if batch.files -%}

@@ -37,12 +37,13 @@
 {%- endmacro %}
 
 
-{% macro cdc_apply_batch(target, events, unique_key, into_empty=false, target_columns=none, source_columns=none) %}
+{% macro cdc_apply_batch(target, events, unique_key, into_empty=false, target_columns=none, source_columns=none, unchanged={}) %}
     {#- Applies the batch `events` (a relation of change events with _cdc_row_hash) to `target`, by
         the rules above; called by the materialization (materialization.sql). `into_empty`: the
         target was created empty in this run (first build, --full-refresh) and the batch is every
         raw file: nothing to compare with, so steps 5-6 are one INSERT. `target_columns`,
-        `source_columns`: the two relations' columns, when the caller knows them. -#}
+        `source_columns`: the two relations' columns, when the caller knows them. `unchanged`: the
+        columns whose placeholder keeps the row's value (unchanged.sql). -#}
     {%- set keys = cdc_key_columns(unique_key, target) -%}
     {%- set changes = cdc_batch_view(target, 'changes') -%}
     {%- set classified = cdc_batch_view(target, 'classified') -%}
@@ -165,7 +166,7 @@
     {%- if one_merge -%}
         {%- do cdc_pause_point('before_publish') -%}
         {%- do cdc_fault_point('during_merge') -%}
-        {%- do cdc_execute(cdc_merge_matched_sql(target, last, keys, target_columns, values, inserts=inserts)) -%}
+        {%- do cdc_execute(cdc_merge_matched_sql(target, last, keys, target_columns, values, inserts=inserts, unchanged=unchanged)) -%}
         {%- do cdc_fault_point('after_merge') -%}
         {%- if deletes -%}
             {%- do cdc_record_tombstones(target, last) -%}
@@ -189,7 +190,7 @@
     {%- do cdc_pause_point('before_publish') -%}
     {%- if matched -%}
         {%- do cdc_fault_point('during_merge') -%}
-        {%- do cdc_execute(cdc_merge_matched_sql(written, last, keys, target_columns, values)) -%}
+        {%- do cdc_execute(cdc_merge_matched_sql(written, last, keys, target_columns, values, unchanged=unchanged)) -%}
         {%- do cdc_fault_point('after_merge') -%}
     {%- endif -%}
     {%- if on_branch -%}
@@ -206,11 +207,11 @@
 {% endmacro %}
 
 
-{% macro cdc_merge_matched_sql(target, changes, keys, target_columns, values, inserts=false) %}
+{% macro cdc_merge_matched_sql(target, changes, keys, target_columns, values, inserts=false, unchanged={}) %}
     {#- Step 6 for the keys that have a row: the last changes, applied only when newer than the row
         and not the same event again (the conditions of step 5). No WHEN NOT MATCHED: an inner
         join, which Spark broadcasts. `inserts`: a small table's one MERGE, which also inserts the
-        new keys (an outer join). -#}
+        new keys (an outer join). `unchanged`: columns whose placeholder keeps the row's value. -#}
 merge into {{ target }} as t
 using {{ changes }} as s
 on {% for key in keys %}t.{{ cdc_quote(key) }} = s.{{ cdc_quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
@@ -218,7 +219,7 @@ when matched and s._cdc_op = 'D' and {{ cdc_is_newer('s', 't') }} then delete
 when matched and s._cdc_op <> 'D' and {{ cdc_is_newer('s', 't') }}
     and not (s._cdc_op = t._cdc_op and s._cdc_ts = t._cdc_ts and s._cdc_row_hash = t._cdc_row_hash) then update set
     {%- for column in target_columns %}
-    t.{{ cdc_quote(column) }} = {{ values[loop.index0] }}{{ ',' if not loop.last }}
+    t.{{ cdc_quote(column) }} = {{ cdc_unchanged_update_value(column, values[loop.index0], unchanged) }}{{ ',' if not loop.last }}
     {%- endfor %}
 {%- if inserts %}
 when not matched and s._cdc_op <> 'D' then insert (

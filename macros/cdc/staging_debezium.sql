@@ -13,7 +13,13 @@
                   PostgreSQL  lsn (35 digits)
                   MySQL       binlog file number (10) + pos (20) + row (5)
                 otherwise the Kafka position: partition (5) + offset of the record (30).
-                A re-delivered event keeps its source position, so it is equal, not newer. -#}
+                A re-delivered event keeps its source position, so it is equal, not newer.
+
+    Debezium's named types arrive as plain numbers or text (time.precision.mode=adaptive, the S3
+    sink's AvroData: docs/DEBEZIUM_REAL_OUTPUT.md, 1): a source table's `meta.debezium_types`
+    (column: Kafka Connect schema name) has staging decode them (`cdc_debezium_decode`); the types
+    they become are python_hooks/project/producers.py: DEBEZIUM_DECODED_TYPES, which the schema hook
+    uses for the same columns (tests/pytest/unit/test_rules_pinned.py holds the two together). -#}
 
 {% macro stg_debezium_changes(source_name, table_name) %}
     {%- set source_relation = source(source_name, table_name) -%}
@@ -111,13 +117,16 @@
         {%- endif -%}
     {%- endif %}
 
+    {%- set named_types = cdc_debezium_named_types(node) %}
+
 select
     {%- for name in fields %}
     {%- if shape == 'envelope' %}
-    case when after is not null then after.{{ cdc_quote(name) }} else before.{{ cdc_quote(name) }} end as {{ cdc_quote(name | lower) }},
+    {%- set value = 'case when after is not null then after.' ~ cdc_quote(name) ~ ' else before.' ~ cdc_quote(name) ~ ' end' %}
     {%- else %}
-    {{ cdc_quote(name) }} as {{ cdc_quote(name | lower) }},
+    {%- set value = cdc_quote(name) %}
     {%- endif %}
+    {{ cdc_debezium_decode(value, named_types.get(name | lower), node) }} as {{ cdc_quote(name | lower) }},
     {%- endfor %}
     case lower({{ op }})
         when 'r' then 'I'
@@ -145,4 +154,38 @@ from {{ files }}
         lpad(cast({{ pos }} as string), 20, '0'),
         lpad(cast({{ row }} as string), 5, '0')
     )
+{%- endmacro %}
+
+
+{% macro cdc_debezium_named_types(node) -%}
+    {#- column (lower case) -> Debezium's Kafka Connect schema name, from the source table's
+        `meta.debezium_types` (the table's meta over the source's). -#}
+    {%- set declared = node.meta.get('debezium_types') or node.source_meta.get('debezium_types') or {} -%}
+    {%- set named = {} -%}
+    {%- for column, name in declared.items() -%}
+        {%- do named.update({column | lower: name}) -%}
+    {%- endfor -%}
+    {{ return(named) }}
+{%- endmacro %}
+
+
+{% macro cdc_debezium_decode(value, named_type, node) -%}
+    {#- A Debezium value as its source type: io.debezium.time.Date (days since 1970-01-01) -> date,
+        MicroTimestamp (micros, no zone) and Timestamp (millis) -> timestamp at that UTC wall clock,
+        ZonedTimestamp (ISO-8601 text, UTC) -> timestamp; none: the value as it is. -#}
+    {%- if named_type is none -%}
+        {{ return(value) }}
+    {%- elif named_type == 'io.debezium.time.Date' -%}
+        {{ return("date_add(date'1970-01-01', " ~ value ~ ")") }}
+    {%- elif named_type == 'io.debezium.time.MicroTimestamp' -%}
+        {{ return('timestamp_micros(' ~ value ~ ')') }}
+    {%- elif named_type == 'io.debezium.time.Timestamp' -%}
+        {{ return('timestamp_millis(' ~ value ~ ')') }}
+    {%- elif named_type == 'io.debezium.time.ZonedTimestamp' -%}
+        {{ return('cast(' ~ value ~ ' as timestamp)') }}
+    {%- else -%}
+        {{ exceptions.raise_compiler_error(
+            "source " ~ node.source_name ~ "." ~ node.name ~ ": meta.debezium_types names '" ~ named_type
+            ~ "', which staging does not decode (io.debezium.time.Date, MicroTimestamp, Timestamp, ZonedTimestamp)") }}
+    {%- endif -%}
 {%- endmacro %}

@@ -68,9 +68,11 @@ class Hooks:
     unchanged_views: set[str] = field(default_factory=set)
 
 
-def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False) -> Hooks:
+def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False, rebuild: bool = False) -> Hooks:
     """Parse, create the state tables, evolve, find the idle tables. `common_args` go to every dbt
-    command and say which target the hooks use (--target); `quiet`: dbt's lines to its log file only."""
+    command and say which target the hooks use (--target); `quiet`: dbt's lines to its log file only;
+    `rebuild` (--full-refresh): no table is idle, every one is built again from all its files (its ledger
+    may name files that were replaced under the same names: a recreated topic's offsets start again)."""
     started_at = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     try:
         session = Session.start(common_args, runner=runner, quiet=quiet, meta_tables=True)
@@ -86,7 +88,7 @@ def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False) -> H
             waiting = pending(warehouse, tables, cache_dir=state_dir())
         except StorageError as error:  # a landing folder on S3 that cannot be listed: say what to check
             return Hooks(False, [str(error)])
-        idle = idle_models(tables, waiting)
+        idle = set() if rebuild else idle_models(tables, waiting)
         # The files each model applies, listed once here, handed to dbt (single-writer target only: on
         # a shared one another run may apply them meanwhile, so each model lists its own at its turn).
         single_writer = warehouse.single_writer
@@ -271,7 +273,7 @@ def run_pipeline(
     quiet = progress is not None and not verbose()
     found = Hooks(True, [])
     if hooks:
-        found = run_hooks(runner, common_args, quiet=quiet)
+        found = run_hooks(runner, common_args, quiet=quiet, rebuild=_full_refresh(dbt_args))
         if not found.ok and not found.blocked:
             for problem in found.problems:
                 log.error(problem)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from python_hooks.evolution.footers import FooterCache, FooterReadError
-from python_hooks.evolution.plan import ColumnChange, Refusal, business_schema, plan_schema_changes
+from python_hooks.evolution.plan import ColumnChange, Refusal, business_schema, decoded_schema, plan_schema_changes
 from python_hooks.evolution.types import spark_type
 from python_hooks.landing.files import is_listed_here, raw_files
 from python_hooks.project import faults
@@ -132,7 +132,9 @@ def _evolve_table(
     union = cache.union_schema(key, files)
     problems = [f"{conflict.message()} [model {table.model}, source {table.source}]" for conflict in union.conflicts]
     problems += missing_keys(table, cache.file_types(key))
-    incoming = business_schema(union.schema, table.producer, table.timestamp_column)
+    incoming = decoded_schema(
+        business_schema(union.schema, table.producer, table.timestamp_column), dict(table.decoded_types)
+    )
     relation = quoted_relation(table.schema, table.identifier)
     current = warehouse.columns(table.schema, table.identifier)
     plan = plan_schema_changes(relation, current, incoming, table.timestamp_column)

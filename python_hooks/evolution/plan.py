@@ -13,7 +13,7 @@ python_hooks/evolution/apply.py runs it). The rules:
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -138,6 +138,22 @@ def business_schema(
                     fields.append(field)
         return pa.schema(fields)
     raise ValueError(f"unknown producer {producer!r}: expected dms, debezium_flattened or debezium_envelope")
+
+
+# The Arrow types of what staging decodes Debezium's named types into (producers.DEBEZIUM_DECODED_TYPES).
+_DECODED_ARROW = {"date": pa.date32(), "timestamp": pa.timestamp("us", tz="UTC")}
+
+
+def decoded_schema(business: pa.Schema, decoded_types: Mapping[str, str]) -> pa.Schema:
+    """`business` with the columns staging decodes (column -> Spark type, `CdcTable.decoded_types`) given
+    the type staging makes of them: a Debezium date in days is an int32 in the files and a date in the table."""
+    if not decoded_types:
+        return business
+    fields = []
+    for field in business:
+        spark = decoded_types.get(field.name.lower())
+        fields.append(field.with_type(_DECODED_ARROW[spark]) if spark else field)
+    return pa.schema(fields, metadata=business.metadata)
 
 
 def plan_schema_changes(

@@ -7,6 +7,10 @@ A producer kind is one of:
     debezium_flattened   Debezium after ExtractNewRecordState (`__op`, `__source_ts_ms`, `__deleted`)
     debezium_envelope    Debezium's full envelope (`before`, `after`, `op`, `source`, `ts_ms`)
 
+`meta.debezium_types` (column: Debezium's Kafka Connect schema name) says which Debezium columns staging
+decodes and into which type (DEBEZIUM_DECODED_TYPES): the schema hook plans with those types, not the raw
+files' numbers and text.
+
 The staging macros (macros/cdc/staging_dms.sql, staging_debezium.sql) read the same settings in SQL;
 tests/pytest/unit/test_rules_pinned.py holds the two sides together.
 """
@@ -26,6 +30,15 @@ DMS_METADATA_COLUMNS: tuple[str, ...] = ("op", "ar_h_change_seq")
 # Producer metadata and the pipeline's own columns: never business data (compared in lower case).
 METADATA_COLUMNS: frozenset[str] = frozenset({*DMS_METADATA_COLUMNS, "__op", "__source_ts_ms", "__deleted"})
 METADATA_PREFIXES: tuple[str, ...] = ("__", "_cdc_")
+
+
+# Debezium's named types that staging decodes (cdc_debezium_decode) -> the Spark type they become.
+DEBEZIUM_DECODED_TYPES: Mapping[str, str] = {
+    "io.debezium.time.Date": "date",
+    "io.debezium.time.MicroTimestamp": "timestamp",
+    "io.debezium.time.Timestamp": "timestamp",
+    "io.debezium.time.ZonedTimestamp": "timestamp",
+}
 
 
 @dataclass(frozen=True)
@@ -58,3 +71,19 @@ def is_metadata_column(name: str, timestamp_column: str | None = DEFAULT_TIMESTA
     if lower in METADATA_COLUMNS or lower.startswith(METADATA_PREFIXES):
         return True
     return timestamp_column is not None and lower == timestamp_column.lower()
+
+
+def debezium_decoded_types(meta: Mapping[str, object]) -> dict[str, str]:
+    """column (lower case) -> the Spark type staging decodes it into, from a source's `meta.debezium_types`."""
+    declared = meta.get("debezium_types") or {}
+    if not isinstance(declared, Mapping):
+        raise ValueError(f"meta.debezium_types must map columns to Debezium type names, not {declared!r}")
+    decoded = {}
+    for column, name in declared.items():
+        if name not in DEBEZIUM_DECODED_TYPES:
+            raise ValueError(
+                f"meta.debezium_types names {name!r} for column {column!r}; staging decodes only"
+                f" {', '.join(DEBEZIUM_DECODED_TYPES)}"
+            )
+        decoded[str(column).lower()] = DEBEZIUM_DECODED_TYPES[name]
+    return decoded

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from python_hooks.project.producers import Producer, ProducerKind, producer_of, source_meta
+from python_hooks.project.producers import Producer, ProducerKind, debezium_decoded_types, producer_of, source_meta
 from python_hooks.project.storage import Location
 
 log = logging.getLogger(__name__)
@@ -36,6 +36,7 @@ class CdcTable:
     table_name: str = ""
     landing: str = ""  # the source identifier as written (a path or a URI)
     keys: tuple[str, ...] = ()  # the model's unique_key columns
+    decoded_types: tuple[tuple[str, str], ...] = ()  # Debezium columns staging decodes: (column, Spark type)
 
 
 def key_columns(unique_key) -> tuple[str, ...]:
@@ -88,6 +89,7 @@ def cdc_tables(manifest) -> list[CdcTable]:
                 table_name=source.name,
                 landing=source.identifier,
                 keys=key_columns(node.config.get("unique_key")),
+                decoded_types=tuple(debezium_decoded_types(source_meta(source)).items()),
             )
         )
     return sorted(tables, key=lambda t: t.model)

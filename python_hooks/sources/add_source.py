@@ -190,8 +190,9 @@ def _existing(project_dir: Path) -> _Existing:
 
 
 def check_source_fits(path: Path, entry: dict, request: Request, raw: RawTable | None, project_dir: Path) -> None:
-    """Refuses a table whose producer, DMS timestamp column or Debezium shape (when `raw` is known)
-    differs from the existing source's: its source-level settings would be wrong for it."""
+    """Refuses a table whose producer or DMS timestamp column differs from the existing source's: its
+    source-level settings would be wrong for it. (A Debezium table of another shape gets its own
+    `meta.debezium_shape`: `own_shape`.)"""
     meta = entry.get("meta") or {}
     producer = meta.get("cdc_producer", "dms")
     rel = path.relative_to(project_dir)
@@ -207,11 +208,12 @@ def check_source_fits(path: Path, entry: dict, request: Request, raw: RawTable |
                 f"source {request.source_name!r} ({rel}) reads the timestamp column {theirs!r}, not"
                 f" {request.timestamp_column!r}: pass --timestamp-column {theirs}, or another --source-name"
             )
-    elif raw is not None and (meta.get("debezium_shape") or "flattened") != raw.shape:
-        raise AddSourceError(
-            f"source {request.source_name!r} ({rel}) is {meta.get('debezium_shape') or 'flattened'} Debezium, the"
-            f" files of {raw.folder} are {raw.shape}: choose another name with --source-name"
-        )
+
+
+def own_shape(entry: dict, raw: RawTable) -> str | None:
+    """The table's Debezium shape when it is not its existing source's (then the table's meta says it)."""
+    source_shape = (entry.get("meta") or {}).get("debezium_shape") or "flattened"
+    return raw.shape if raw.producer == "debezium" and raw.shape != source_shape else None
 
 
 def _source_append(
@@ -219,6 +221,7 @@ def _source_append(
 ) -> FileWrite:
     """The table appended to the existing source `entry` of `path`, if its settings fit the table."""
     check_source_fits(path, entry, request, raw, project_dir)
+    shape = own_shape(entry, raw)
     text = path.read_text(encoding="utf-8")
 
     def locate(root):
@@ -228,11 +231,11 @@ def _source_append(
                 return _mapping_value(node, "tables")
         return None
 
-    new_text = append_item(path, text, locate, table_entry(request, raw, keys), blank_line=True)
+    new_text = append_item(path, text, locate, table_entry(request, raw, keys, shape), blank_line=True)
     expected = _load(path)
     for source in expected["sources"]:
         if isinstance(source, dict) and source.get("name") == request.source_name:
-            source["tables"].append(yaml.safe_load(_dump_lines(table_entry(request, raw, keys)))[0])
+            source["tables"].append(yaml.safe_load(_dump_lines(table_entry(request, raw, keys, shape)))[0])
     if yaml.safe_load(new_text) != expected:
         raise AddSourceError(f"cannot append to {path} safely (unusual layout): add the table entry by hand")
     return FileWrite(path, new_text, "append")

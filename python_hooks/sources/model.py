@@ -23,6 +23,7 @@ class AddSourceError(Exception):
 class Column:
     name: str  # as the raw files spell it
     data_type: str | None  # Spark SQL type; None while every file holds only nulls
+    debezium_type: str | None = None  # a Debezium named type staging decodes (meta.debezium_types)
 
     @property
     def staging_name(self) -> str:

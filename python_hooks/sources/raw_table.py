@@ -4,6 +4,7 @@ folder is on this machine or on S3 (python_hooks/project/storage.py)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import pyarrow as pa
@@ -12,7 +13,7 @@ from python_hooks.evolution.footers import FooterReadError, TypeConflict, merge_
 from python_hooks.evolution.plan import SchemaShapeError, business_schema
 from python_hooks.evolution.types import UnsupportedTypeError, spark_type
 from python_hooks.landing.files import raw_files
-from python_hooks.project.producers import DMS_METADATA_COLUMNS
+from python_hooks.project.producers import DEBEZIUM_DECODED_TYPES, DMS_METADATA_COLUMNS
 from python_hooks.project.storage import Location, StorageError, StoredFile
 from python_hooks.sources.model import AddSourceError, Column, RawTable
 
@@ -39,6 +40,38 @@ def _business_fields(producer: str, shape: str | None, fields: Sequence[pa.Field
         return list(business_schema(pa.schema(list(fields)), kind, ts if producer == "dms" else None))
     except SchemaShapeError:
         return []
+
+
+def named_types(schema: pa.Schema) -> dict[str, str]:
+    """column (lower case) -> the Debezium type staging decodes (DEBEZIUM_DECODED_TYPES), from a file's footer:
+    the Kafka Connect schema (`kafka.connect.value.schema`, python_hooks/live/sink.py) or the Avro schema the
+    Confluent S3 sink keeps (`parquet.avro.schema`, `connect.name` per field). Flattened rows and the
+    envelope's `before`/`after` images alike."""
+    metadata = schema.metadata or {}
+    found: dict[str, str] = {}
+
+    def visit(fields: object) -> None:
+        for field in fields if isinstance(fields, list) else []:
+            if not isinstance(field, dict):
+                continue
+            name = field.get("field") or field.get("name")
+            kinds = field.get("type")
+            for kind in kinds if isinstance(kinds, list) else [kinds, field]:
+                if not isinstance(kind, dict):
+                    continue
+                connect = kind.get("connect.name") or (kind.get("name") if "field" in field else None)
+                if connect in DEBEZIUM_DECODED_TYPES and isinstance(name, str):
+                    found[name.lower()] = connect
+                if name in ("before", "after") and isinstance(kind.get("fields"), list):
+                    visit(kind["fields"])
+
+    for key in (b"kafka.connect.value.schema", b"parquet.avro.schema", b"avro.schema"):
+        if key in metadata:
+            try:
+                visit(json.loads(metadata[key]).get("fields"))
+            except (ValueError, AttributeError):
+                continue
+    return found
 
 
 def _some(names: Sequence[str], limit: int = 12) -> str:
@@ -113,6 +146,10 @@ def read_raw_table(
                     f" (its columns: {_some(sorted(names))})"
                 )
 
+    decoded: dict[str, str] = {}
+    if producer == "debezium":
+        for _, schema in footers:
+            decoded.update(named_types(schema))
     columns = []
     for f in _business_fields(producer, shape, fields, timestamp_column):
         if any(mark in f.name for mark in ("{{", "{%", "{#")):
@@ -121,5 +158,6 @@ def read_raw_table(
             data_type = spark_type(f.type)
         except UnsupportedTypeError as error:
             raise AddSourceError(f"column {f.name!r} of {folder}: {error}") from None
-        columns.append(Column(f.name, data_type))
+        named = decoded.get(f.name.lower())
+        columns.append(Column(f.name, DEBEZIUM_DECODED_TYPES[named] if named else data_type, named))
     return RawTable(producer, shape, folder, tuple(files), tuple(columns))

@@ -121,13 +121,25 @@ def _column_description(column: Column, keys: Sequence[str]) -> str:
     return f"TODO: describe {column.name}{role}.{unknown}"
 
 
-def table_entry(request: Request, raw: RawTable, keys: Sequence[str]) -> list[str]:
-    """One table of a source, as a block-sequence item."""
+def table_entry(request: Request, raw: RawTable, keys: Sequence[str], shape: str | None = None) -> list[str]:
+    """One table of a source, as a block-sequence item. `shape`: the table's own Debezium shape (its
+    source has the other); the Debezium named types its footers declare go to `meta.debezium_types`."""
     identifier = "{{ env_var('CDC_LANDING_ROOT') }}/" + request.landing_path
     what = "DMS full load + CDC" if request.producer == "dms" else f"Debezium topic {request.raw_names[0]}"
     lines = [
         f"name: {request.table_name}",
         f"identifier: {yaml_str(identifier)}",
+    ]
+    named = {column.name: column.debezium_type for column in raw.columns if column.debezium_type}
+    if shape or named:
+        lines.append("meta:")
+        if shape:
+            lines.append(f"  debezium_shape: {shape}")
+        if named:
+            lines.append("  # Debezium's named types, decoded by staging (macros/cdc/staging_debezium.sql)")
+            pairs = ", ".join(f"{yaml_str(name)}: {value}" for name, value in named.items())
+            lines.append(f"  debezium_types: {{{pairs}}}")
+    lines += [
         f"description: {yaml_str(f'TODO: describe {request.label}. One row per change event ({what}).')}",
         "columns:",
     ]

@@ -9,7 +9,10 @@ Fixtures only: what the tests share besides them is in helpers/, the replays in 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,6 +22,7 @@ import pytest
 
 from helpers.cluster import Cluster, free_ports
 from helpers.dbt_runner import Dbt
+from helpers.live import Live
 from helpers.paths import PROJECT
 from helpers.s3 import S3_VARIABLES, Server, running_server, started_server
 from python_hooks.project import env
@@ -127,4 +131,25 @@ def cluster(cluster_s3: Server):
             check=False,
         )
         (PROJECT / "data" / ".test-cluster").unlink(missing_ok=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def live() -> Iterator[Live]:
+    """A live PostgreSQL source of the test's own (helpers/live.py), stopped afterwards with any capture."""
+    root = Path(tempfile.mkdtemp(prefix="cdc-test-live-", dir="/tmp"))
+    root.chmod(0o755)
+    live = Live(root)
+    marker = PROJECT / "data" / ".test-live"
+    marker.parent.mkdir(exist_ok=True)
+    marker.write_text(str(root))
+    try:
+        live.cli("pg-up")
+        yield live
+    finally:
+        live.kill_captures()
+        subprocess.run(
+            [sys.executable, "-m", "python_hooks", "live", "pg-down"], env=live.environ, cwd=PROJECT, timeout=120
+        )
+        marker.unlink(missing_ok=True)
         shutil.rmtree(root, ignore_errors=True)

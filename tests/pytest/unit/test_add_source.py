@@ -4,6 +4,7 @@ refuses. pyarrow and YAML only, no Spark (tests/pytest/test_add_source.py runs t
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import shutil
 from decimal import Decimal
@@ -377,3 +378,66 @@ def test_refuses_a_file_that_is_not_parquet(project, tmp_path):
     with pytest.raises(AddSourceError, match=r"shop\.store_order: cannot read the Parquet footer of .*20261104"):
         run(project, landing, "dms", "shop", "store_order", key="order_no")
     assert not (project / "models" / "staging").exists()
+
+
+def _debezium_file(path: Path, table: pa.Table, connect_schema: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table.replace_schema_metadata({"kafka.connect.value.schema": json.dumps(connect_schema)}), path)
+
+
+def test_debezium_named_types_and_a_table_of_the_other_shape_in_one_source(project, tmp_path):
+    """Debezium's named temporal types, as the footer's Kafka Connect schema names them (the live capture's
+    files; the Confluent sink's Avro schema says the same with `connect.name`), go to meta.debezium_types and
+    the column gets the decoded type; an envelope table joins a flattened source with its own shape."""
+    topics = tmp_path / "landing" / "debezium" / "topics"
+    flat = pa.table(
+        {
+            "id": pa.array([1], pa.int32()),
+            "born": pa.array([-3540], pa.int32()),
+            "__op": ["c"],
+            "__source_ts_ms": pa.array([1], pa.int64()),
+        }
+    )
+    _debezium_file(
+        topics / "pg.shop.person" / "partition=0" / "pg.shop.person+0+0000000000.snappy.parquet",
+        flat,
+        {
+            "type": "struct",
+            "fields": [
+                {"type": "int32", "field": "id"},
+                {"type": "int32", "name": "io.debezium.time.Date", "field": "born"},
+            ],
+        },
+    )
+    image = pa.struct([("line", pa.int64()), ("at", pa.int64())])
+    envelope = pa.table(
+        {
+            "before": pa.array([None], image),
+            "after": pa.array([{"line": 1, "at": 5}], image),
+            "op": ["c"],
+            "source": pa.array([{"ts_ms": 1, "lsn": 2}], pa.struct([("ts_ms", pa.int64()), ("lsn", pa.int64())])),
+        }
+    )
+    at = {"type": "int64", "name": "io.debezium.time.MicroTimestamp", "field": "at"}
+    image_schema = {"type": "struct", "fields": [{"type": "int64", "field": "line"}, at]}
+    _debezium_file(
+        topics / "pg.shop.line" / "partition=0" / "pg.shop.line+0+0000000000.snappy.parquet",
+        envelope,
+        {"type": "struct", "fields": [{**image_schema, "field": "before"}, {**image_schema, "field": "after"}]},
+    )
+    landing = tmp_path / "landing"
+    person = run(project, landing, "debezium", "pg.shop.person", key="id")
+    assert [(c.name, c.data_type, c.debezium_type) for c in person.raw.columns] == [
+        ("id", "int", None),
+        ("born", "date", "io.debezium.time.Date"),
+    ]
+    run(project, landing, "debezium", "pg.shop.line", key="line")
+    (source,) = load(project / "models" / "staging" / "shop" / "_shop__sources.yml")["sources"]
+    assert source["meta"]["debezium_shape"] == "flattened"
+    tables = {table["name"]: table for table in source["tables"]}
+    assert tables["person"]["meta"] == {"debezium_types": {"born": "io.debezium.time.Date"}}
+    assert tables["line"]["meta"] == {
+        "debezium_shape": "envelope",
+        "debezium_types": {"at": "io.debezium.time.MicroTimestamp"},
+    }
+    assert [(c["name"], c["data_type"]) for c in tables["line"]["columns"]] == [("line", "bigint"), ("at", "timestamp")]

@@ -15,7 +15,12 @@ from python_hooks.landing.files import HIDDEN_PREFIXES, RAW_SUFFIX, probe_name
 from python_hooks.landing.pending import RAW_PATH_FILTER_SQL
 from python_hooks.personal_data.subjects import SECRET_ENV, hash_sql
 from python_hooks.project.meta import meta_schema
-from python_hooks.project.producers import DEFAULT_TIMESTAMP_COLUMN, DMS_METADATA_COLUMNS, METADATA_COLUMNS
+from python_hooks.project.producers import (
+    DEBEZIUM_DECODED_TYPES,
+    DEFAULT_TIMESTAMP_COLUMN,
+    DMS_METADATA_COLUMNS,
+    METADATA_COLUMNS,
+)
 from python_hooks.project.sql import sql_string
 
 MACROS = Path(__file__).resolve().parents[3] / "macros" / "cdc"
@@ -139,3 +144,28 @@ def test_a_batch_of_one_plain_file_is_read_without_a_glob():
     assert _call(macros.cdc_files_relation, folder, ["odd[1].parquet"]) == f"parquet.`{folder}/{{odd\\[1\\].parquet}}`"
     two = _call(macros.cdc_files_relation, folder, ["a.parquet", "b.parquet"])
     assert two == f"parquet.`{folder}/{{a.parquet,b.parquet}}`"
+
+
+def test_debezium_named_types_are_decoded_alike():
+    """Every Debezium type Python plans a decoded type for, staging decodes, and no other."""
+
+    class Refused(Exception):
+        pass
+
+    class Exceptions:
+        @staticmethod
+        def raise_compiler_error(message):
+            raise Refused(message)
+
+    macros = _macros("staging_debezium.sql", exceptions=Exceptions())
+    node = {"source_name": "shop", "name": "t"}
+    rendered = {name: _call(macros.cdc_debezium_decode, "`c`", name, node) for name in DEBEZIUM_DECODED_TYPES}
+    assert rendered == {
+        "io.debezium.time.Date": "date_add(date'1970-01-01', `c`)",
+        "io.debezium.time.MicroTimestamp": "timestamp_micros(`c`)",
+        "io.debezium.time.Timestamp": "timestamp_millis(`c`)",
+        "io.debezium.time.ZonedTimestamp": "cast(`c` as timestamp)",
+    }
+    assert set(DEBEZIUM_DECODED_TYPES.values()) == {"date", "timestamp"}
+    with pytest.raises(Refused, match="io.debezium.time.MicroTime"):
+        macros.cdc_debezium_decode("`c`", "io.debezium.time.MicroTime", node)

@@ -11,10 +11,11 @@ from python_hooks.evolution.plan import (
     Refusal,
     SchemaShapeError,
     business_schema,
+    decoded_schema,
     plan_schema_changes,
 )
 from python_hooks.evolution.types import UnsupportedTypeError, compare_types, normalize_type, spark_type
-from python_hooks.project.producers import METADATA_COLUMNS, is_metadata_column
+from python_hooks.project.producers import METADATA_COLUMNS, debezium_decoded_types, is_metadata_column
 from python_hooks.project.sql import quote_ident
 
 TABLE = "`spark_catalog`.`crm`.`customer`"
@@ -521,3 +522,25 @@ def test_refusal_message_names_the_model_of_a_quoted_table() -> None:
 def test_column_change_rejects_unknown_action() -> None:
     with pytest.raises(ValueError, match="drop_column"):
         ColumnChange(TABLE, "c", "drop_column", None, "int")  # type: ignore[arg-type]
+
+
+def test_debezium_columns_staging_decodes_are_planned_with_their_decoded_types():
+    """A Debezium date (int32 days) and timestamps (int64 micros, ISO text) against a table that holds
+    them as date and timestamp: nothing to do, nothing refused; a new decoded column is added as such."""
+    raw = pa.schema([("id", pa.int64()), ("born", pa.int32()), ("at", pa.int64()), ("seen", pa.string())])
+    decoded = debezium_decoded_types(
+        {
+            "debezium_types": {
+                "BORN": "io.debezium.time.Date",
+                "at": "io.debezium.time.MicroTimestamp",
+                "seen": "io.debezium.time.ZonedTimestamp",
+            }
+        }
+    )
+    assert decoded == {"born": "date", "at": "timestamp", "seen": "timestamp"}
+    incoming = decoded_schema(raw, decoded)
+    plan = plan_schema_changes("t", [("id", "bigint"), ("born", "date"), ("at", "timestamp")], incoming)
+    assert plan.refusals == ()
+    assert [(c.column, c.action, c.new_type) for c in plan.changes] == [("seen", "add_column", "timestamp")]
+    with pytest.raises(ValueError, match="io.debezium.time.MicroTime"):
+        debezium_decoded_types({"debezium_types": {"t": "io.debezium.time.MicroTime"}})

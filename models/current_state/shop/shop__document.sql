@@ -1,0 +1,1 @@
+{{ cdc_current_state('stg_shop__document', unique_key=['document_id']) }}

@@ -1,0 +1,1 @@
+{{ stg_debezium_changes('shop', 'document') }}

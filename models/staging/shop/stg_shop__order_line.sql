@@ -1,0 +1,1 @@
+{{ stg_debezium_changes('shop', 'order_line') }}

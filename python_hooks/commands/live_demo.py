@@ -1,0 +1,89 @@
+"""`python -m python_hooks live demo` (`make demo-live`): the live source end to end for a few minutes.
+
+PostgreSQL up and seeded, the capture started (initial snapshot, then streaming), a first run that builds
+the live tables from the snapshot (`--full-refresh`), `run --every SECONDS` in a process of its own
+(CDC_LIVE=1, `--select source:shop+`: the live models only), the workload spread over MINUTES, the capture
+drained; the loop stopped after its run in progress and one last run; then the comparison with
+PostgreSQL (`live compare`) and the latency from commit to visible (python_hooks/live/latency.py).
+Everything it started is stopped at the end, also on a failure or Ctrl-C: the loop, the capture, the
+database. The live source's folder is emptied first, so the demo starts from a fresh database."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from python_hooks.commands.live_compare import LIVE_MODELS, compare_live
+from python_hooks.live import capture, latency, source, workload
+from python_hooks.live.config import SCHEMA, TABLES, LiveConfig
+from python_hooks.project.session import Session
+from python_hooks.project.tables import cdc_tables
+
+log = logging.getLogger("python_hooks.live")
+
+PAUSE = 0.5  # seconds after each of the workload's random transactions
+LIVE_ONLY = ("--select", "source:shop+")  # the runs build the live source's models only
+
+
+def _pipeline(*args: str) -> list[str]:
+    return [sys.executable, "-m", "python_hooks", "run", *args]
+
+
+def run_demo(config: LiveConfig, every: float, minutes: float, dbt_args: Sequence[str], seed: int = 28) -> bool:
+    if source.running(config) or capture.running_pid(config) is not None:
+        raise SystemExit(f"live demo: the live source in {config.folder} runs already: `make live-down` first")
+    os.environ[LIVE_MODELS] = "1"
+    for part in (config.capture_dir, config.folder / "postgres", *(config.topic_dir(t.topic) for t in TABLES)):
+        shutil.rmtree(part, ignore_errors=True)
+    loop = None
+    signal.signal(signal.SIGTERM, _stop)  # so that `finally` stops what was started
+    try:
+        source.up(config)
+        workload.run(config, seed, 0, only_seed=True)
+        capture.start(config)
+        capture.drain(config, 120)
+        # The snapshot, and the tables built again from it: a warehouse may hold an earlier demo's
+        # tables, whose ledgers name files this fresh capture writes again under the same names.
+        if subprocess.run(_pipeline(*LIVE_ONLY, "--full-refresh", *dbt_args)).returncode != 0:
+            raise SystemExit("live demo: the first run failed (see above)")
+        loop = subprocess.Popen(_pipeline("--every", str(every), *LIVE_ONLY, *dbt_args))
+        rounds = max(1, int(minutes * 60 / PAUSE))
+        workload.run(config, seed, rounds, only_seed=False, pause=PAUSE)
+        log.info("live demo: the workload is done; the capture drains")
+        capture.drain(config, 120)
+        time.sleep(every)
+        loop.send_signal(signal.SIGTERM)  # stops after the run in progress
+        loop.wait(timeout=600)
+        loop = None
+        if subprocess.run(_pipeline(*LIVE_ONLY, *dbt_args)).returncode != 0:
+            log.error("live demo: the last run failed")
+        with Session.start(dbt_args) as session:
+            results = compare_live(config, dbt_args, session=session)
+            for result in results:
+                (log.info if result.equal else log.error)("live compare: %s", result.line())
+            models = {t.model: Path(t.folder.path) for t in cdc_tables(session.manifest) if t.source_name == SCHEMA}
+            applied = latency.applied_times(session.warehouse, session.warehouse.meta_schema, models)
+        for line in latency.summary(latency.events(models, applied)):
+            log.info("%s", line)
+        log.info("live demo: the loop ran every %s s", every)
+        return all(result.equal for result in results)
+    finally:
+        if loop is not None:
+            loop.send_signal(signal.SIGTERM)
+            try:
+                loop.wait(timeout=300)
+            except subprocess.TimeoutExpired:
+                loop.kill()
+        capture.stop(config)
+        source.down(config)
+
+
+def _stop(signum: int, _frame) -> None:
+    raise SystemExit(f"live demo: stopped by signal {signum}; stopping what it started")
