@@ -3,7 +3,7 @@
 #   make run    the pipeline once over whatever is in $CDC_LANDING_ROOT (what a scheduler calls)
 #   make status where each table stands (exit 1 on a refusal or a stale table)
 #   make maintain  table maintenance: compaction, manifests, snapshot expiry, orphan files
-#   make test   every test
+#   make test   every test (make test-adapter: dbt's adapter test suite alone, all of it)
 #   make cluster-up / cluster-down / cluster-status   the shared target on this machine (CDC_TARGET=cluster)
 #   make s3-up / s3-down / s3-status   a local S3 server (SeaweedFS) on 127.0.0.1, data in data/s3
 #   make live-up / live-workload / live-drain / live-down / live-status   a live PostgreSQL source captured by
@@ -22,7 +22,7 @@ export DBT_PROFILES_DIR := $(CURDIR)/profiles
 
 .PHONY: help install check-java system-packages cluster-packages demo run status maintain test faults bench lint docs docs-serve clean \
 	cluster-up cluster-down cluster-status s3-up s3-down s3-status bench-scale bench-s3 \
-	live-up live-workload live-drain live-down live-status test-live demo-live
+	live-up live-workload live-drain live-down live-status test-live demo-live test-adapter
 
 SQL_PATHS := $(wildcard models snapshots tests analyses)
 DOCS_PORT ?= 8080
@@ -33,6 +33,7 @@ help:
 	@echo "make status  per table: rows, last run and its counts, lag, files waiting/refused (PLOT=lag.png draws it)"
 	@echo "make maintain  compact, rewrite manifests, expire snapshots (+cdc_retention), remove orphan files"
 	@echo "make test    run every test (pytest with real Spark + Iceberg, dbt data tests); of the kill points, a smoke subset"
+	@echo "make test-adapter  dbt Labs' adapter test suite with the project's macros, every class (README 'Writing your own models')"
 	@echo "make faults  the fault-injection suite: a run killed (SIGKILL) at every kill point, then repaired by the next"
 	@echo "make lint    sqlfluff, ruff, the import layers of python_hooks and the pre-commit checks"
 	@echo "make docs    build the dbt docs site (target/index.html and target/static_index.html)"
@@ -166,7 +167,12 @@ maintain: install check-java
 	$(BIN)/python -m python_hooks maintain
 
 test: install check-java cluster-packages
-	$(BIN)/python -m pytest tests/pytest -m "not faults_full" --durations=25
+	$(BIN)/python -m pytest tests/pytest -m "not faults_full and not adapter_suite_full" --durations=40
+
+# dbt Labs' adapter test suite with the project's macros (tests/pytest/adapter_suite/, README "Writing your own
+# models"), every class of it; make test runs it too, but for the classes marked adapter_suite_full.
+test-adapter: install check-java
+	$(BIN)/python -m pytest tests/pytest/adapter_suite --durations=20
 
 # Every kill point (tests/pytest/test_faults.py); make test runs its smoke subset.
 faults: install check-java

@@ -9,7 +9,9 @@
          metastore (see apache/iceberg#15490), never left behind in the `default` schema, and its
          query (the snapshot's source, the snapshot's current rows) runs once, not once per use;
       3. when the staging relation holds no change, no MERGE runs: an Iceberg MERGE commits a snapshot
-         even when it changes nothing, and a rerun with no new data must leave the table as it was. -#}
+         even when it changes nothing, and a rerun with no new data must leave the table as it was;
+      4. with a list `unique_key`, the staging relation's dbt_unique_key_1..N columns stay out of the
+         snapshot, as in dbt's default materialization (dbt-labs/dbt-adapters#2101). -#}
 
 {% materialization snapshot, adapter='spark' %}
 
@@ -76,20 +78,25 @@
       {% do adapter.expand_target_column_types(from_relation=staging_table,
                                                to_relation=target_relation) %}
 
+      {#- The staging relation's own columns, never copied to the snapshot: with a list `unique_key`
+          also dbt_unique_key_1..N (dbt-labs/dbt-adapters#2101: dbt-spark rejects only dbt_unique_key,
+          so the snapshot gained one stray column per key part; dbt's default materialization does this). -#}
+      {% set remove_columns = ['dbt_change_type', 'DBT_CHANGE_TYPE', 'dbt_unique_key', 'DBT_UNIQUE_KEY'] %}
+      {% if unique_key is iterable and unique_key is not string %}
+          {% for key in unique_key %}
+              {% do remove_columns.append('dbt_unique_key_' ~ loop.index) %}
+              {% do remove_columns.append('DBT_UNIQUE_KEY_' ~ loop.index) %}
+          {% endfor %}
+      {% endif %}
+
       {% set missing_columns = adapter.get_missing_columns(staging_table, target_relation)
-                                   | rejectattr('name', 'equalto', 'dbt_change_type')
-                                   | rejectattr('name', 'equalto', 'DBT_CHANGE_TYPE')
-                                   | rejectattr('name', 'equalto', 'dbt_unique_key')
-                                   | rejectattr('name', 'equalto', 'DBT_UNIQUE_KEY')
+                                   | rejectattr('name', 'in', remove_columns)
                                    | list %}
 
       {% do create_columns(target_relation, missing_columns) %}
 
       {% set source_columns = adapter.get_columns_in_relation(staging_table)
-                                   | rejectattr('name', 'equalto', 'dbt_change_type')
-                                   | rejectattr('name', 'equalto', 'DBT_CHANGE_TYPE')
-                                   | rejectattr('name', 'equalto', 'dbt_unique_key')
-                                   | rejectattr('name', 'equalto', 'DBT_UNIQUE_KEY')
+                                   | rejectattr('name', 'in', remove_columns)
                                    | list %}
 
       {% set quoted_source_columns = [] %}
@@ -138,12 +145,14 @@
 
 {% macro snapshot_relation_with_table_format(relation) %}
     {#- The relation with is_iceberg / is_delta / is_hudi set from the table's own metadata. -#}
-    {%- set provider = none -%}
+    {#- A namespace: a plain `set` inside the loop would be forgotten after it (Jinja's loop scope). -#}
+    {%- set found = namespace(provider=none) -%}
     {%- for row in run_query('describe table extended ' ~ relation).rows -%}
         {%- if row[0] == 'Provider' -%}
-            {%- set provider = (row[1] or '') | lower -%}
+            {%- set found.provider = (row[1] or '') | lower -%}
         {%- endif -%}
     {%- endfor -%}
+    {%- set provider = found.provider -%}
     {%- if provider is none and relation.information -%}
         {#- Without a Provider row: the Hive metastore's table_type property of an Iceberg table. -#}
         {%- set provider = 'iceberg' if 'table_type=ICEBERG' in relation.information else 'hive' -%}

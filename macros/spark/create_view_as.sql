@@ -1,10 +1,47 @@
-{#- Overrides dbt-spark 1.11's spark__create_view_as: drops the view before creating it.
-    Works around apache/iceberg#15490: with SparkSessionCatalog on a Hive metastore, views are
-    Iceberg views and `create or replace view` keeps serving the OLD SQL text from the metastore,
-    so a staging view would never pick up new raw columns. Otherwise identical to upstream. -#}
+{#- Overrides dbt-spark 1.11's spark__create_view_as: drops the view before creating it, and keeps the
+    view's metadata out of the folder a table of the same name would use. Works around:
+    - apache/iceberg#15490: with SparkSessionCatalog on a Hive metastore, views are Iceberg views and
+      `create or replace view` keeps serving the OLD SQL text from the metastore, so a staging view would
+      never pick up new raw columns: the view is dropped first.
+    - an Iceberg view's metadata lives by default in the table location of its name (<schema>/<name>/
+      metadata/), and dropping the view leaves that folder behind, empty: a model switched from a view
+      to a non-Iceberg table (no `file_format`, or parquet) then fails with LOCATION_ALREADY_EXISTS,
+      which is why dbt-spark skips its own test of this on the session method. The view's metadata goes
+      to <schema>/_views/<name>/ instead (its `location` property), where no table ever goes.
+    Otherwise as upstream (column docs, comment, contract). -#}
 {% macro spark__create_view_as(relation, sql) -%}
     {%- if execute -%}
         {%- do cdc_execute('drop view if exists ' ~ relation) -%}
     {%- endif -%}
-    {{ dbt.spark__create_view_as(relation, sql) }}
+    create view {{ relation }}
+    {% if config.persist_column_docs() -%}
+        (
+        {{ get_persist_docs_column_list(model.columns, get_columns_in_query(sql)) }}
+        )
+    {% endif %}
+    {{ comment_clause() }}
+    {%- set contract_config = config.get('contract') -%}
+    {%- if contract_config.enforced -%}
+        {{ get_assert_columns_equivalent(sql) }}
+    {%- endif %}
+    {%- if execute %}
+    tblproperties ('location' = '{{ cdc_view_metadata_location(relation) }}')
+    {%- endif %}
+    as
+        {{ sql }}
+{%- endmacro %}
+
+
+{% macro cdc_view_metadata_location(relation) -%}
+    {#- Where a view's Iceberg metadata is written: <schema location>/_views/<name>. -#}
+    {%- set found = namespace(location=none) -%}
+    {%- for row in run_query('describe schema extended ' ~ adapter.quote(relation.schema)).rows -%}
+        {%- if row[0] | lower == 'location' -%}
+            {%- set found.location = row[1] -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {%- if found.location is none -%}
+        {{ exceptions.raise_compiler_error('no location for schema ' ~ relation.schema ~ ': cannot place view ' ~ relation) }}
+    {%- endif -%}
+    {{ found.location.rstrip('/') }}/_views/{{ relation.identifier }}
 {%- endmacro %}
