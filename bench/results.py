@@ -108,9 +108,13 @@ def read_table_settings(sql: Sql, relation: str) -> dict:
 
 
 def read_engine(sql: Sql) -> dict:
-    """Java and Spark versions of the driver that runs the statements (the Thrift Server's on `cluster`)."""
-    java, version = sql.query("select java_method('java.lang.System', 'getProperty', 'java.version'), version()")[0]
-    return {"java": java, "spark": version.split()[0]}
+    """Java, Spark and Iceberg versions of the driver that runs the statements (the Thrift Server's on
+    `cluster`): the Iceberg runtime the session loaded, not the pom's pin."""
+    java, version, iceberg = sql.query(
+        "select java_method('java.lang.System', 'getProperty', 'java.version'), version(),"
+        " java_method('org.apache.iceberg.IcebergBuild', 'version')"
+    )[0]
+    return {"java": java, "spark": version.split()[0], "iceberg": iceberg}
 
 
 def _ratio(numerator: float, denominator: float) -> float | None:
@@ -202,7 +206,6 @@ def assemble(
             "os": platform.platform(),
             "python": platform.python_version(),
             **engine,
-            "iceberg": "1.9.2",
             # Other processes competing for the cores make every number slower and noisier.
             "load_average_1m_at_start": round(load_at_start[0], 2),
             "load_average_1m_at_end": round(os.getloadavg()[0], 2),
