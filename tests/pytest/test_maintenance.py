@@ -26,7 +26,7 @@ from helpers.tables import assert_same_table, normalise, table_rows
 from oracles.replay_dms import replay
 from python_hooks.commands import maintain as maintenance
 from python_hooks.commands.maintain import Retention
-from python_hooks.project import env
+from python_hooks.project import embedded_lock, env
 from sample_data import dms
 
 KEY = ["customer_id"]
@@ -371,8 +371,6 @@ def test_retention_comes_from_model_config(dbt, tmp_path):
 def test_maintain_command_is_refused_in_one_line_while_the_embedded_warehouse_is_in_use(lake, tmp_path):
     """The embedded warehouse is this pytest process's: `python -m python_hooks maintain` on it says
     so in one line naming this process, and touches nothing."""
-    from python_hooks.project import embedded_lock
-
     assert embedded_lock._held is not None, "this pytest process holds its embedded warehouse"
     held = str(Path(embedded_lock._held.name).parent)  # the folder of the Derby metastore this process has
     # Named as a user would: the warehouse folder, with no derived default (CDC_DERIVED) a child would
