@@ -26,7 +26,7 @@ from helpers.tables import assert_same_table, normalise, table_rows
 from oracles.replay_dms import replay
 from python_hooks.commands import maintain as maintenance
 from python_hooks.commands.maintain import Retention
-from python_hooks.project import env
+from python_hooks.project import embedded_lock, env
 from sample_data import dms
 
 KEY = ["customer_id"]
@@ -368,33 +368,53 @@ def test_retention_comes_from_model_config(dbt, tmp_path):
     assert targets["m_cdc_meta.cdc_tombstones"].kind == "meta"
 
 
-def test_maintain_command_is_refused_in_one_line_while_the_embedded_warehouse_is_in_use(lake, tmp_path):
-    """The embedded warehouse is this pytest process's: `python -m python_hooks maintain` on it says
-    so in one line naming this process, and touches nothing."""
-    from python_hooks.project import embedded_lock
+HOLD = """
+import sys, time
+from pathlib import Path
+from python_hooks.project import embedded_lock
+embedded_lock.acquire(Path(sys.argv[1]))
+print("held", flush=True)
+time.sleep(300)
+"""
 
-    assert embedded_lock._held is not None, "this pytest process holds its embedded warehouse"
-    held = str(Path(embedded_lock._held.name).parent)  # the folder of the Derby metastore this process has
-    # Named as a user would: the warehouse folder, with no derived default (CDC_DERIVED) a child would
-    # decide again from whatever CDC_WAREHOUSE earlier tests left in os.environ.
-    environ = {
-        **{k: v for k, v in os.environ.items() if k not in (env.DERIVED, env.DEFAULTED, *env.S3_VARIABLES)},
-        "CDC_TARGET": "local",
-        "CDC_WAREHOUSE": held,
-        "CDC_STATE_DIR": held,
-        "DBT_TARGET_PATH": str(tmp_path / "target"),
-        "DBT_LOG_PATH": str(tmp_path / "logs"),
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "python_hooks", "maintain"],
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=PROJECT,
+
+def test_maintain_command_is_refused_in_one_line_while_the_embedded_warehouse_is_in_use(tmp_path):
+    """Another process has the embedded warehouse (here a small one that holds its lock, as every Spark
+    session of the project does first): `python -m python_hooks maintain` on it says so in one line
+    naming that process, and its JVM never touches Derby (no metastore is created).
+
+    The warehouse is the test's own, not this pytest process's: the run's session is shared by every
+    test, and what earlier tests left in os.environ must not decide where the child looks."""
+    warehouse = tmp_path / "warehouse"
+    warehouse.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(warehouse)], stdout=subprocess.PIPE, text=True, cwd=PROJECT
     )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        environ = {
+            **{k: v for k, v in os.environ.items() if k not in (env.DERIVED, env.DEFAULTED, *env.S3_VARIABLES)},
+            "CDC_TARGET": "local",
+            "CDC_WAREHOUSE": str(warehouse),
+            "CDC_STATE_DIR": str(warehouse),
+            "DBT_PROFILES_DIR": str(PROJECT / "profiles"),
+            "DBT_TARGET_PATH": str(tmp_path / "target"),
+            "DBT_LOG_PATH": str(tmp_path / "logs"),
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "python_hooks", "maintain"],
+            env=environ,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=PROJECT,
+        )
+    finally:
+        holder.kill()
+        holder.wait()
     assert done.returncode == 1, done.stdout + done.stderr
     refusal = [line for line in done.stderr.splitlines() if "maintenance refused" in line]
     assert len(refusal) == 1, f"{done.stdout[:1500]}\n{done.stderr[-2000:]}"
-    assert f"in use by pid {os.getpid()} " in refusal[0]
+    assert f"in use by pid {holder.pid} " in refusal[0]
     assert "Traceback" not in done.stderr
+    assert sorted(p.name for p in warehouse.iterdir()) == [embedded_lock.LOCK_NAME], "Derby untouched"
