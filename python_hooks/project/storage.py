@@ -44,6 +44,8 @@ _UNREACHABLE = re.compile(
     r"|Unable to execute HTTP request|Connection refused|UnknownHostException|ConnectException"
 )
 _NO_BUCKET = re.compile(r"NO_SUCH_BUCKET|NoSuchBucket|UnknownStoreException")
+# A file that a listing found and a read did not (deleted meanwhile: a lifecycle rule, its producer).
+_GONE = re.compile(r"PATH_NOT_FOUND|Path does not exist|FileNotFoundException|NoSuchKey|NO_SUCH_KEY")
 # An S3 location in a Java exception's text (S3A quotes some in backticks, ends a sentence with a dot).
 _S3_URI = re.compile(r"\bs3a?://[A-Za-z0-9][A-Za-z0-9.\-_]*(?:/[^\s`'\":;,)]*)?")
 
@@ -225,8 +227,9 @@ class Location:
             return error
         text = (str(error).strip().splitlines() or [type(error).__name__])[0]
         verb = "write" if doing == "writing" else "read"
+        gone = doing == "reading" and (isinstance(error, FileNotFoundError) or _GONE.search(text))
         if not self.is_s3:
-            return StorageError(f"cannot {verb} {self}: {text}")
+            return StorageError(_gone(self) if gone else f"cannot {verb} {self}: {text}")
         endpoint = _endpoint()
         refused = _REFUSED.search(text)
         if refused:
@@ -242,6 +245,8 @@ class Location:
             )
         if _NO_BUCKET.search(text):
             return StorageError(_no_bucket(self, doing))
+        if gone:
+            return StorageError(_gone(self))
         return StorageError(f"cannot {verb} {self} on S3 at {endpoint}: {text}")
 
 
@@ -336,12 +341,23 @@ def _inside(where: Location, folder: Location) -> bool:
     return where.path == folder.path or where.path.startswith(folder.path.rstrip("/") + "/")
 
 
+def _gone(where: Location) -> str:
+    return (
+        f"{where} was listed, then gone when read: deleted meanwhile (a lifecycle rule, or its producer);"
+        " nothing read from it was applied"
+    )
+
+
 def failure_in(message: str) -> StorageError | None:
     """The object store failure that a Spark error reports (S3A's exception text, in what dbt or
-    Spark said: keys refused, endpoint down, bucket missing), as the one line `Location.failure`
-    says of it; None when `message` reports no such failure of an S3 location."""
+    Spark said: keys refused, endpoint down, bucket missing, a file gone), as the one line
+    `Location.failure` says of it; None when `message` reports no such failure of an S3 location."""
     for line in str(message).splitlines():
         found = _S3_URI.search(line)
-        if found and (_REFUSED.search(line) or _UNREACHABLE.search(line) or _NO_BUCKET.search(line)):
-            return Location.parse(found.group(0).rstrip(".")).failure(OSError(line.strip()))
+        if not found:
+            continue
+        where = Location.parse(found.group(0).rstrip("."))
+        failed = _REFUSED.search(line) or _UNREACHABLE.search(line) or _NO_BUCKET.search(line)
+        if failed or (_GONE.search(line) and "." in where.name):  # gone: a file (a folder has no extension)
+            return where.failure(OSError(line.strip()))
     return None

@@ -61,3 +61,21 @@ def test_a_long_refusal_is_cut():
     message = "cdc_merge refused the batch\n" + "\n".join(f"raw file f{i}: bad" for i in range(30))
     lines = run_summary(_result(("m", "error", message)), [], set())
     assert len(lines) == 1 + 12 + 1 and lines[-2] == "  ... (20 more lines in logs/dbt.log)"
+
+
+def test_an_s3_failure_spark_met_is_the_one_line_the_python_side_says(monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9")
+    message = (
+        "Runtime Error in model crm__t (models/current_state/crm/crm__t.sql)\n"
+        "  An error occurred while calling o41.sql.\n"
+        "  : java.nio.file.AccessDeniedException: s3a://lake/landing/dms/crm/t: getFileStatus on"
+        " s3a://lake/landing/dms/crm/t: com.amazonaws.services.s3.model.AmazonS3Exception: Forbidden"
+        " (Service: Amazon S3; Status Code: 403; Error Code: 403 Forbidden)\n"
+        "  \tat org.apache.hadoop.fs.s3a.S3AUtils.translateException(S3AUtils.java:255)\n"
+    )
+    lines = run_summary(_result(("crm__t", "error", message)), [], set())
+    assert lines[1] == (
+        "failed: crm__t: S3 at http://127.0.0.1:9 refused bucket lake (AccessDenied) with the keys of"
+        " AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY: check both variables (and AWS_REGION)"
+    )
+    assert lines[2] == WHAT_TO_DO
