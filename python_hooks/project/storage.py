@@ -12,9 +12,11 @@ stays `s3a://...`), so what Python lists and what SQL reads name a file the same
 Another scheme (gs://, abfss://, hdfs://) gives a Location that Python cannot reach
 (`reachable` is false): its folder is listed by Spark instead (landing/pending.py).
 
-A failure of the object store (keys refused, endpoint down, bucket missing) is a `StorageError`:
-one line naming the endpoint, the bucket and the variable to check, and whether it was reading or
-writing, never a key.
+A failure of the object store (keys refused, endpoint down, bucket missing, a listed file gone) is a
+`StorageError`: one line naming the endpoint, the bucket and the variable to check, and whether it was
+reading or writing, never a key. `Location.check` asks S3 for a location's bucket in one request (what
+`make run` does before Spark starts); `failure_in` finds the same failures in what Spark's S3A said and
+gives the same line.
 """
 
 from __future__ import annotations
