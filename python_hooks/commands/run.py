@@ -285,7 +285,10 @@ def run_pipeline(
     quiet = progress is not None and not verbose()
     found = Hooks(True, [])
     if hooks:
-        found = run_hooks(runner, common_args, quiet=quiet, rebuild=_full_refresh(dbt_args))
+        try:
+            found = run_hooks(runner, common_args, quiet=quiet, rebuild=_full_refresh(dbt_args))
+        except StorageError as error:  # S3 failed after the check (a folder listed for empty files): one line
+            found = Hooks(False, [str(error)])
         if not found.ok and not found.blocked:
             for problem in found.problems:
                 log.error(problem)
@@ -350,8 +353,11 @@ def run_pipeline(
     if progress is not None:
         print(f"{progress.closing()} ({time.monotonic() - started:.0f} s)", flush=True)
     if found.refusals:
-        with Warehouse.open(common_args) as warehouse:
-            log_refusals(warehouse, found, get_invocation_id())
+        try:
+            with Warehouse.open(common_args) as warehouse:
+                log_refusals(warehouse, found, get_invocation_id())
+        except StorageError as error:  # the refusals' folders listed again: the refusals are still said below
+            log.error("the batch log has no row for the refused tables: %s", error)
     if progress is not None and found.manifest is not None:
         report(found, common_args)
     for line in run_summary(result, found.problems, found.blocked):
