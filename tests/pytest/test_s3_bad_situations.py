@@ -150,7 +150,7 @@ def _rows(state: dict, relation: str, columns: list[str]) -> dict[tuple, dict]:
 
 
 def test_empty_object_upload_in_progress_and_object_deleted_meanwhile(s3_server: Server, tmp_path):
-    remote, schema = f"s3a://{s3_server.bucket}", "s3bad"
+    remote, schema = f"s3a://{s3_server.bucket}/situations", "s3bad"  # a prefix of its own
     landing = storage.Location.parse(f"{remote}/landing")
     local = tmp_path / "landing"  # what is on S3, as the replay reads it
     dms.write_stage(local, 1)
