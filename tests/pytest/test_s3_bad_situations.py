@@ -69,7 +69,10 @@ def _said(done: subprocess.CompletedProcess) -> str:
 
 
 def _errors(done: subprocess.CompletedProcess) -> list[str]:
-    return [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("ERROR")]
+    """The lines the run logged as errors (shown with pytest -s)."""
+    errors = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("ERROR")]
+    print(*errors, sep="\n")
+    return errors
 
 
 def test_wrong_keys_endpoint_down_and_missing_bucket_are_one_line_and_change_nothing(s3_server: Server, tmp_path):
@@ -202,7 +205,7 @@ def test_empty_object_upload_in_progress_and_object_deleted_meanwhile(s3_server:
             )
             break
     out, err = process.communicate(timeout=600)
-    second = subprocess.CompletedProcess(command, process.returncode, "".join(said) + out, err)
+    second = subprocess.CompletedProcess(command, process.returncode, "".join(said) + out, err or "")
     assert second.returncode == 1, _said(second)
     gone = [line for line in _errors(second) if "crm__customer_master" in line]
     assert len(gone) == 1 and GONE in gone[0], _said(second)
