@@ -152,7 +152,7 @@ def _rows(state: dict, relation: str, columns: list[str]) -> dict[tuple, dict]:
     return rows
 
 
-def test_empty_object_upload_in_progress_and_object_deleted_meanwhile(s3_server: Server, tmp_path):
+def test_empty_object_upload_in_progress_and_object_deleted_meanwhile(s3_server: Server, tmp_path, request):
     remote, schema = f"s3a://{s3_server.bucket}/situations", "s3bad"  # a prefix of its own
     landing = storage.Location.parse(f"{remote}/landing")
     local = tmp_path / "landing"  # what is on S3, as the replay reads it
@@ -169,6 +169,8 @@ def test_empty_object_upload_in_progress_and_object_deleted_meanwhile(s3_server:
     uploading = s3.open_output_stream(landing.join(f"dms/crm/customer_master/{UPLOADING}").path)
     uploading.write(staged.joinpath(UPLOADING).read_bytes()[:PART])
     uploading.flush()  # the first part is in; the object is not, until the upload completes
+    # Ended also when the test fails, while the server still runs: an upload left open hangs pyarrow at exit.
+    request.addfinalizer(lambda: uploading.closed or uploading.close())
     environ = _environ(tmp_path, remote, schema)
     target = tmp_path / "target"
 
