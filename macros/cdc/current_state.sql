@@ -90,6 +90,8 @@ from {{ events }}
         reads those files only, with the staging model's SQL (cdc_staging_reader); nothing new
         reads no raw file at all. -#}
     {%- do cdc_drop_batch_views(target, leftovers_only=true) -%}  {#- left over by a failed run in this session -#}
+    {#- Where a test removes a planned raw file before the batch reads it (a lifecycle rule). -#}
+    {%- do cdc_pause_point('before_batch') -%}
     {%- set mode = 'full' if full_build else 'incremental' -%}
     {%- set reader = cdc_staging_reader(staging_model) -%}
     {%- set files_view = cdc_batch_view(target, 'batch_files') -%}

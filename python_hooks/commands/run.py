@@ -26,7 +26,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dbt_common.invocation import get_invocation_id
@@ -42,7 +42,7 @@ from python_hooks.project.dbt_args import split_shared_options
 from python_hooks.project.meta import BATCH_LOG, ERASURE_REGISTER, RECTIFICATION_REGISTER
 from python_hooks.project.session import Session, SessionError, dbt_runner
 from python_hooks.project.sql import quoted_relation, sql_string
-from python_hooks.project.storage import StorageError
+from python_hooks.project.storage import StorageError, location
 from python_hooks.project.tables import cdc_tables
 from python_hooks.project.warehouse import Warehouse, state_dir
 
@@ -75,8 +75,9 @@ def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False, rebu
     may name files that were replaced under the same names: a recreated topic's offsets start again)."""
     started_at = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     try:
+        check_object_store(env.environ_for(list(common_args)))
         session = Session.start(common_args, runner=runner, quiet=quiet, meta_tables=True)
-    except SessionError as error:
+    except (StorageError, SessionError) as error:
         return Hooks(False, [str(error)])
     with session:
         warehouse = session.warehouse
@@ -133,6 +134,17 @@ def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False, rebu
         views,
         unchanged - result.blocked_models,
     )
+
+
+def check_object_store(environ: Mapping[str, str]) -> None:
+    """Before Spark starts: the landing root, and on the embedded target the warehouse (its Spark
+    writes there with this process's variables), each answer if on S3 (project/storage.py:
+    `Location.check`, one request each). Keys refused, an endpoint down or a bucket missing is then one
+    StorageError line, and the run has changed nothing."""
+    names = ["CDC_LANDING_ROOT", *(["CDC_WAREHOUSE"] if env.is_embedded(environ) else [])]
+    for name in names:
+        if environ.get(name):
+            location(environ[name]).check()
 
 
 def _staging_views(warehouse: Warehouse, manifest, tables, idle: set[str], inputs: dict[str, str]):
@@ -273,7 +285,10 @@ def run_pipeline(
     quiet = progress is not None and not verbose()
     found = Hooks(True, [])
     if hooks:
-        found = run_hooks(runner, common_args, quiet=quiet, rebuild=_full_refresh(dbt_args))
+        try:
+            found = run_hooks(runner, common_args, quiet=quiet, rebuild=_full_refresh(dbt_args))
+        except StorageError as error:  # S3 failed after the check (a folder listed for empty files): one line
+            found = Hooks(False, [str(error)])
         if not found.ok and not found.blocked:
             for problem in found.problems:
                 log.error(problem)
@@ -338,8 +353,11 @@ def run_pipeline(
     if progress is not None:
         print(f"{progress.closing()} ({time.monotonic() - started:.0f} s)", flush=True)
     if found.refusals:
-        with Warehouse.open(common_args) as warehouse:
-            log_refusals(warehouse, found, get_invocation_id())
+        try:
+            with Warehouse.open(common_args) as warehouse:
+                log_refusals(warehouse, found, get_invocation_id())
+        except StorageError as error:  # the refusals' folders listed again: the refusals are still said below
+            log.error("the batch log has no row for the refused tables: %s", error)
     if progress is not None and found.manifest is not None:
         report(found, common_args)
     for line in run_summary(result, found.problems, found.blocked):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from python_hooks.project.storage import failure_in
+
 WHAT_TO_DO = (
     "What to do: fix or remove each raw file named above in its landing folder (or the source change it"
     " reports), then run again: nothing of a refused batch was applied, and the next run applies it whole"
@@ -15,7 +17,11 @@ WHAT_TO_DO = (
 def _one_line(message: str, most: int = 12) -> list[str]:
     """A dbt error message as its meaningful lines: dbt's 'Compilation Error in model x (path)' header,
     dbt's macro call chain ('> in macro …'), blank lines and a Spark plan or Java stack trace (all in
-    logs/dbt.log) left out; at most `most` lines."""
+    logs/dbt.log) left out; at most `most` lines. An object store failure (Spark's S3A: keys refused,
+    endpoint down, bucket missing) is the one line the Python side says of it (project/storage.py)."""
+    storage = failure_in(str(message))
+    if storage is not None:
+        return [str(storage)]
     lines = []
     for line in (line.strip() for line in str(message).splitlines()):
         if line.startswith(("+-", ":", "'", "at ", "== ", "Caused by", "JVM stacktrace")):

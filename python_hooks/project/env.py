@@ -329,7 +329,7 @@ def banner(environ: Mapping[str, str] = os.environ) -> str:
             endpoint = environ.get("AWS_ENDPOINT_URL_S3") or environ.get("AWS_ENDPOINT_URL")
             local = "AWS_ENDPOINT_URL_S3" in _defaulted(environ)
             parts.append(f"S3 {endpoint} (the local server of make s3-up)" if local else f"S3 {endpoint or 'AWS'}")
-        problem = jars_problem(environ) if _target(environ) == "local" else None
+        problem = jars_problem(environ) if is_embedded(environ) else None
         return " | ".join(parts + ([problem] if problem else []))
     except Exception as error:  # noqa: BLE001 - a banner never stops a command
         return f"target {environ.get('CDC_TARGET') or 'local'} (environment not readable: {error})"
@@ -340,6 +340,11 @@ _ENV_VAR = re.compile(r"""env_var\(\s*['"](\w+)['"]\s*(?:,\s*['"]([^'"]*)['"])?"
 
 def _target(environ: Mapping[str, str]) -> str:
     return environ.get("CDC_TARGET") or PROFILE_DEFAULTS["CDC_TARGET"]
+
+
+def is_embedded(environ: Mapping[str, str] = os.environ) -> bool:
+    """The target is `local`: Spark runs in this process and reaches the warehouse with its variables."""
+    return _target(environ) == "local"
 
 
 def _thrift_variables(environ: Mapping[str, str]) -> list[tuple[str, str | None]]:

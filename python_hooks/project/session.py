@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
+from python_hooks.project.storage import failure_in
 from python_hooks.project.warehouse import Warehouse
 
 PARSE_FAILED = "dbt parse failed: see the errors above"
@@ -42,8 +43,12 @@ def create_meta_tables(runner, dbt_args: Sequence[str], quiet: bool = True) -> N
     """The pipeline's own tables (macros/cdc/meta.sql: cdc_create_meta_tables), created if missing;
     on the embedded target this opens the process's Spark session."""
     flags = ["--quiet"] if quiet else []
-    if not runner.invoke(["run-operation", "cdc_create_meta_tables", *flags, *dbt_args]).success:
-        raise SessionError(META_FAILED)
+    created = runner.invoke(["run-operation", "cdc_create_meta_tables", *flags, *dbt_args])
+    if not created.success:
+        said = [str(created.exception or "")]
+        said += [str(getattr(r, "message", "") or "") for r in getattr(created.result, "results", None) or []]
+        storage = failure_in("\n".join(said))  # the warehouse on S3 failed: said as the Python side says it
+        raise SessionError(str(storage) if storage is not None else META_FAILED)
 
 
 @dataclass

@@ -12,9 +12,11 @@ stays `s3a://...`), so what Python lists and what SQL reads name a file the same
 Another scheme (gs://, abfss://, hdfs://) gives a Location that Python cannot reach
 (`reachable` is false): its folder is listed by Spark instead (landing/pending.py).
 
-A failure of the object store (keys refused, endpoint down, bucket missing) is a `StorageError`:
-one line naming the endpoint, the bucket and the variable to check, and whether it was reading or
-writing, never a key.
+A failure of the object store (keys refused, endpoint down, bucket missing, a listed file gone) is a
+`StorageError`: one line naming the endpoint, the bucket and the variable to check, and whether it was
+reading or writing, never a key. `Location.check` asks S3 for a location's bucket in one request (what
+`make run` does before Spark starts); `failure_in` finds the same failures in what Spark's S3A said and
+gives the same line.
 """
 
 from __future__ import annotations
@@ -33,12 +35,21 @@ from python_hooks.project import object_store
 LOCAL_SCHEMES = ("", "file")
 S3_SCHEMES = ("s3a", "s3")
 _LOCAL = fs.LocalFileSystem()
-# What S3 answers when it refuses the keys (pyarrow's code, or the service's own).
+# What S3 answers when it refuses the keys, does not answer, or has no such bucket: pyarrow's code,
+# the service's own, or what Spark's S3A says (a Java exception's text: `failure_in`).
 _REFUSED = re.compile(
     r"ACCESS_DENIED|SIGNATURE_DOES_NOT_MATCH|INVALID_ACCESS_KEY_ID|AccessDenied|SignatureDoesNotMatch|InvalidAccessKeyId"
+    r"|403 Forbidden"
 )
-_UNREACHABLE = re.compile(r"NETWORK_CONNECTION|curlCode|Couldn't connect|Could not resolve|timed out|Timeout")
-_NO_BUCKET = re.compile(r"NO_SUCH_BUCKET|NoSuchBucket")
+_UNREACHABLE = re.compile(
+    r"NETWORK_CONNECTION|curlCode|Couldn't connect|Could not resolve|timed out|Timeout"
+    r"|Unable to execute HTTP request|Connection refused|UnknownHostException|ConnectException"
+)
+_NO_BUCKET = re.compile(r"NO_SUCH_BUCKET|NoSuchBucket|UnknownStoreException")
+# A file that a listing found and a read did not (deleted meanwhile: a lifecycle rule, its producer).
+_GONE = re.compile(r"PATH_NOT_FOUND|Path does not exist|FileNotFoundException|NoSuchKey|NO_SUCH_KEY")
+# An S3 location in a Java exception's text (S3A quotes some in backticks, ends a sentence with a dot).
+_S3_URI = re.compile(r"\bs3a?://[A-Za-z0-9][A-Za-z0-9.\-_]*(?:/[^\s`'\":;,)]*)?")
 
 
 class StorageError(OSError):
@@ -196,6 +207,13 @@ class Location:
             staged.unlink(missing_ok=True)
             raise self.failure(error, "writing") from None
 
+    def check(self) -> None:
+        """On S3: the endpoint answers, accepts the keys and has this location's bucket, else a
+        StorageError saying what to check. One request (HeadBucket); nothing to check on this
+        machine's disk."""
+        if self.is_s3:
+            self._check_bucket()
+
     def _check_bucket(self) -> None:
         try:
             missing = self.filesystem.get_file_info(self.bucket).type == fs.FileType.NotFound
@@ -211,8 +229,9 @@ class Location:
             return error
         text = (str(error).strip().splitlines() or [type(error).__name__])[0]
         verb = "write" if doing == "writing" else "read"
+        gone = doing == "reading" and (isinstance(error, FileNotFoundError) or _GONE.search(text))
         if not self.is_s3:
-            return StorageError(f"cannot {verb} {self}: {text}")
+            return StorageError(_gone(self) if gone else f"cannot {verb} {self}: {text}")
         endpoint = _endpoint()
         refused = _REFUSED.search(text)
         if refused:
@@ -228,6 +247,8 @@ class Location:
             )
         if _NO_BUCKET.search(text):
             return StorageError(_no_bucket(self, doing))
+        if gone:
+            return StorageError(_gone(self))
         return StorageError(f"cannot {verb} {self} on S3 at {endpoint}: {text}")
 
 
@@ -307,7 +328,38 @@ def _endpoint() -> str:
 
 
 def _no_bucket(where: Location, doing: str = "reading") -> str:
-    return (
-        f"bucket {where.bucket} does not exist at {_endpoint()} ({doing} {where}): check the landing root"
-        " (CDC_LANDING_ROOT, or the source's identifier) and CDC_S3_BUCKET, or create the bucket"
+    warehouse = os.environ.get("CDC_WAREHOUSE", "")
+    inside = warehouse and Location.parse(warehouse).is_s3 and _inside(where, Location.parse(warehouse))
+    setting = (
+        "the warehouse (CDC_WAREHOUSE)" if inside else "the landing root (CDC_LANDING_ROOT, or the source's identifier)"
     )
+    return (
+        f"bucket {where.bucket} does not exist at {_endpoint()} ({doing} {where}): check {setting}"
+        " and CDC_S3_BUCKET, or create the bucket"
+    )
+
+
+def _inside(where: Location, folder: Location) -> bool:
+    return where.path == folder.path or where.path.startswith(folder.path.rstrip("/") + "/")
+
+
+def _gone(where: Location) -> str:
+    return (
+        f"{where} was listed, then gone when read: deleted meanwhile (a lifecycle rule, or its producer);"
+        " nothing read from it was applied"
+    )
+
+
+def failure_in(message: str) -> StorageError | None:
+    """The object store failure that a Spark error reports (S3A's exception text, in what dbt or
+    Spark said: keys refused, endpoint down, bucket missing, a file gone), as the one line
+    `Location.failure` says of it; None when `message` reports no such failure of an S3 location."""
+    for line in str(message).splitlines():
+        found = _S3_URI.search(line)
+        if not found:
+            continue
+        where = Location.parse(found.group(0).rstrip("."))
+        failed = _REFUSED.search(line) or _UNREACHABLE.search(line) or _NO_BUCKET.search(line)
+        if failed or (_GONE.search(line) and "." in where.name):  # gone: a file (a folder has no extension)
+            return where.failure(OSError(line.strip()))
+    return None

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from python_hooks.commands.summary import WHAT_TO_DO, run_summary
+from python_hooks.project.session import META_FAILED, SessionError, create_meta_tables
 
 
 def _result(*nodes: tuple[str, str, str | None], exception=None):
@@ -61,3 +64,50 @@ def test_a_long_refusal_is_cut():
     message = "cdc_merge refused the batch\n" + "\n".join(f"raw file f{i}: bad" for i in range(30))
     lines = run_summary(_result(("m", "error", message)), [], set())
     assert len(lines) == 1 + 12 + 1 and lines[-2] == "  ... (20 more lines in logs/dbt.log)"
+
+
+def test_an_s3_failure_spark_met_is_the_one_line_the_python_side_says(monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9")
+    message = (
+        "Runtime Error in model crm__t (models/current_state/crm/crm__t.sql)\n"
+        "  An error occurred while calling o41.sql.\n"
+        "  : java.nio.file.AccessDeniedException: s3a://lake/landing/dms/crm/t: getFileStatus on"
+        " s3a://lake/landing/dms/crm/t: com.amazonaws.services.s3.model.AmazonS3Exception: Forbidden"
+        " (Service: Amazon S3; Status Code: 403; Error Code: 403 Forbidden)\n"
+        "  \tat org.apache.hadoop.fs.s3a.S3AUtils.translateException(S3AUtils.java:255)\n"
+    )
+    lines = run_summary(_result(("crm__t", "error", message)), [], set())
+    assert lines[1] == (
+        "failed: crm__t: S3 at http://127.0.0.1:9 refused bucket lake (AccessDenied) with the keys of"
+        " AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY: check both variables (and AWS_REGION)"
+    )
+    assert lines[2] == WHAT_TO_DO
+
+
+def test_the_state_tables_refused_on_s3_are_the_one_line_the_python_side_says(monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9")
+    monkeypatch.setenv("CDC_WAREHOUSE", "s3a://lake/warehouse")
+    said = (
+        "org.apache.hadoop.hive.ql.metadata.HiveException: MetaException(message:Got exception:"
+        " java.nio.file.AccessDeniedException s3a://lake/warehouse/s_cdc_meta.db: getFileStatus on"
+        " s3a://lake/warehouse/s_cdc_meta.db: com.amazonaws.services.s3.model.AmazonS3Exception: Forbidden"
+        " (Service: Amazon S3; Status Code: 403; Error Code: 403 Forbidden)"
+    )
+
+    class Runner:
+        def __init__(self, message: str) -> None:
+            self.message = message
+
+        def invoke(self, args):
+            results = [SimpleNamespace(message=self.message)]
+            return SimpleNamespace(success=False, exception=None, result=SimpleNamespace(results=results))
+
+    with pytest.raises(SessionError) as refused:
+        create_meta_tables(Runner(said), [])
+    assert str(refused.value) == (
+        "S3 at http://127.0.0.1:9 refused bucket lake (AccessDenied) with the keys of AWS_ACCESS_KEY_ID /"
+        " AWS_SECRET_ACCESS_KEY: check both variables (and AWS_REGION)"
+    )
+    with pytest.raises(SessionError) as other:
+        create_meta_tables(Runner("Database Error: something else"), [])
+    assert str(other.value) == META_FAILED

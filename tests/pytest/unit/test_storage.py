@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from python_hooks.project import object_store
-from python_hooks.project.storage import Location, StorageError, StoredFile, location
+from python_hooks.project.storage import Location, StorageError, StoredFile, failure_in, location
 
 
 @pytest.mark.parametrize(
@@ -130,3 +130,55 @@ def test_the_s3_filesystem_comes_from_the_standard_variables_once_per_set_of_val
     assert first is not object_store.filesystem_from_env({**local, "AWS_REGION": "eu-west-1"})
     with pytest.raises(SystemExit, match="AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not"):
         object_store.filesystem_from_env({**local, "AWS_ACCESS_KEY_ID": "id-1"})
+
+
+# What Spark's S3A said (Hadoop 3.3's messages, met by a real run on SeaweedFS), inside what dbt reports.
+S3A = {
+    "keys-refused": (
+        "java.nio.file.AccessDeniedException: s3a://lake/warehouse/s_cdc_meta.db: getFileStatus on"
+        " s3a://lake/warehouse/s_cdc_meta.db: com.amazonaws.services.s3.model.AmazonS3Exception: Forbidden"
+        " (Service: Amazon S3; Status Code: 403; Error Code: 403 Forbidden; Request ID: 18EB)",
+        "S3 at http://127.0.0.1:9 refused bucket lake (AccessDenied) with the keys of AWS_ACCESS_KEY_ID /"
+        " AWS_SECRET_ACCESS_KEY: check both variables (and AWS_REGION)",
+    ),
+    "endpoint-down": (
+        ": org.apache.hadoop.fs.s3a.AWSClientIOException: getFileStatus on s3a://lake/landing/dms/crm/t:"
+        " com.amazonaws.SdkClientException: Unable to execute HTTP request: Connect to 127.0.0.1:9"
+        " [/127.0.0.1] failed: Connection refused",
+        "S3 at http://127.0.0.1:9 does not answer (reading s3a://lake/landing/dms/crm/t): check"
+        " AWS_ENDPOINT_URL_S3 (or AWS_ENDPOINT_URL); for the local server, make s3-up",
+    ),
+    "no-bucket": (
+        ": org.apache.hadoop.fs.s3a.UnknownStoreException: `s3a://lake/landing/dms/crm/t': getFileStatus on"
+        " s3a://lake/landing/dms/crm/t: com.amazonaws.services.s3.model.AmazonS3Exception: The specified"
+        " bucket does not exist (Service: Amazon S3; Status Code: 404; Error Code: NoSuchBucket)",
+        "bucket lake does not exist at http://127.0.0.1:9 (reading s3a://lake/landing/dms/crm/t): check the"
+        " landing root (CDC_LANDING_ROOT, or the source's identifier) and CDC_S3_BUCKET, or create the bucket",
+    ),
+    "file-gone": (
+        "[PATH_NOT_FOUND] Path does not exist: s3a://lake/landing/dms/crm/t/20261102-091500000.parquet.",
+        "s3a://lake/landing/dms/crm/t/20261102-091500000.parquet was listed, then gone when read: deleted"
+        " meanwhile (a lifecycle rule, or its producer); nothing read from it was applied",
+    ),
+}
+
+
+@pytest.mark.parametrize(("spark_said", "said"), list(S3A.values()), ids=list(S3A))
+def test_what_spark_says_of_an_s3_failure_is_said_in_the_same_words(monkeypatch, spark_said, said):
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9")
+    monkeypatch.setenv("CDC_WAREHOUSE", "/tmp/warehouse")
+    message = f"Runtime Error in model t (models/t.sql)\n  {spark_said}\n\tat org.apache.hadoop.fs.s3a.S3AUtils"
+    assert str(failure_in(message)) == said
+
+
+def test_a_missing_bucket_under_the_warehouse_names_the_warehouse(monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9")
+    monkeypatch.setenv("CDC_WAREHOUSE", "s3a://lake/warehouse")
+    said = str(failure_in("UnknownStoreException: s3a://lake/warehouse/s_current.db: NoSuchBucket"))
+    assert said.startswith("bucket lake does not exist") and "check the warehouse (CDC_WAREHOUSE)" in said
+
+
+def test_a_spark_error_that_is_no_s3_failure_is_left_as_it_is():
+    assert failure_in("[PATH_NOT_FOUND] Path does not exist: s3a://lake/landing/dms/crm/t.") is None  # a folder
+    assert failure_in("Connection refused: thrift://127.0.0.1:10009") is None
+    assert failure_in("cdc_merge refused the batch: raw file x.parquet: a null key") is None
