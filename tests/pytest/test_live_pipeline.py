@@ -108,9 +108,10 @@ def _versions(spark, schema: str, columns: list[str]) -> dict[tuple, dict]:
     """The snapshot's rows: (customer_id, version number in dbt_valid_from order) -> columns."""
     rows = spark.table(f"{schema}_snapshots.{SNAPSHOT}").collect()
     versions: dict[tuple, dict] = {}
+    counts: dict[int, int] = {}
     for row in sorted(rows, key=lambda r: (r["customer_id"], r["dbt_valid_from"])):
-        number = sum(key == row["customer_id"] for key, _ in versions) + 1
-        versions[(row["customer_id"], number)] = {c: _plain(row[c]) for c in columns}
+        counts[row["customer_id"]] = counts.get(row["customer_id"], 0) + 1
+        versions[(row["customer_id"], counts[row["customer_id"]])] = {c: _plain(row[c]) for c in columns}
     return versions
 
 
