@@ -11,7 +11,11 @@
       3. when the staging relation holds no change, no MERGE runs: an Iceberg MERGE commits a snapshot
          even when it changes nothing, and a rerun with no new data must leave the table as it was;
       4. with a list `unique_key`, the staging relation's dbt_unique_key_1..N columns stay out of the
-         snapshot, as in dbt's default materialization (dbt-labs/dbt-adapters#2101). -#}
+         snapshot, as in dbt's default materialization (dbt-labs/dbt-adapters#2101);
+      5. a column whose type the source widened (a current-state table's int promoted to bigint by the
+         hooks) is widened in the snapshot too (`snapshot_promote_columns`): dbt-spark's
+         expand_target_column_types widens nothing but strings, and the MERGE would cast a value above
+         2^31 back to int and fail. -#}
 
 {% materialization snapshot, adapter='spark' %}
 
@@ -77,6 +81,7 @@
       -- this may no-op if the database does not require column expansion
       {% do adapter.expand_target_column_types(from_relation=staging_table,
                                                to_relation=target_relation) %}
+      {% do snapshot_promote_columns(staging_table, target_relation) %}
 
       {#- The staging relation's own columns, never copied to the snapshot: with a list `unique_key`
           also dbt_unique_key_1..N (dbt-labs/dbt-adapters#2101: dbt-spark rejects only dbt_unique_key,
@@ -179,4 +184,25 @@
         {{ snapshot_staging_table(strategy, sql, target_relation) }}
     {% endcall %}
     {{ return(staging_view) }}
+{% endmacro %}
+
+
+{% macro snapshot_promote_columns(from_relation, to_relation) %}
+    {#- Each column of to_relation (the snapshot) whose type differs from its type in from_relation
+        (the staging relation: the snapshot's rows and the source's, so a type both can take) is
+        altered to it. Which changes are allowed is Iceberg's rule (int -> bigint, float -> double,
+        a decimal's precision raised; python_hooks/evolution/types.py asks the same of the raw files):
+        any other is refused by Iceberg's ALTER, naming the table, the column and both types. -#}
+    {%- set snapshot_types = {} -%}
+    {%- for column in adapter.get_columns_in_relation(to_relation) -%}
+        {%- do snapshot_types.update({column.name | lower: column.data_type | lower}) -%}
+    {%- endfor -%}
+    {%- for column in adapter.get_columns_in_relation(from_relation) -%}
+        {%- set old_type = snapshot_types.get(column.name | lower) -%}
+        {%- set new_type = column.data_type | lower -%}
+        {%- if old_type and old_type != new_type -%}
+            {%- do log('cdc: ' ~ to_relation ~ '.' ~ column.name ~ ' widened: ' ~ old_type ~ ' -> ' ~ new_type, info=true) -%}
+            {%- do cdc_execute('alter table ' ~ to_relation ~ ' alter column ' ~ adapter.quote(column.name) ~ ' type ' ~ new_type) -%}
+        {%- endif -%}
+    {%- endfor -%}
 {% endmacro %}

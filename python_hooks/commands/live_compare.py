@@ -1,5 +1,6 @@
 """`python -m python_hooks live compare`: every live current-state table against its PostgreSQL table
-(python_hooks/live/compare.py), one line per table; exit status 1 on a difference. Run it after the
+(python_hooks/live/compare.py), one line per table, then one line per dbt snapshot of a live table (its
+versions and keys; its latest versions against the table); exit status 1 on a difference. Run it after the
 workload has stopped, `live drain` and a run (`CDC_LIVE=1 python -m python_hooks run`)."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import Sequence
 
 import psycopg
 
-from python_hooks.live.compare import TableComparison, compare_table
+from python_hooks.live.compare import SnapshotComparison, TableComparison, compare_snapshot, compare_table
 from python_hooks.live.config import SCHEMA, TABLES, LiveConfig
 from python_hooks.project.session import Session, SessionError
 from python_hooks.project.tables import cdc_tables
@@ -47,9 +48,54 @@ def compare_live(config: LiveConfig, dbt_args: Sequence[str], session: Session |
             session.close()
 
 
+def compare_live_snapshots(session: Session) -> list[SnapshotComparison]:
+    """One comparison per dbt snapshot built on a live current-state table (through models between
+    them, e.g. `shop_customer_snapshot` over `int_shop__customer_versions` over `shop__customer`)."""
+    models = {t.model: t for t in cdc_tables(session.manifest) if t.source_name == SCHEMA}
+    results = []
+    for node in session.manifest.nodes.values():
+        if node.resource_type != "snapshot":
+            continue
+        followed = _live_ancestors(session.manifest, node, set(models))
+        if len(followed) != 1:
+            continue  # not on a live table, or on several (a join): nothing one table can say
+        table = models[followed.pop()]
+        results.append(
+            compare_snapshot(
+                session.warehouse,
+                (node.schema, node.alias or node.name),
+                (table.schema, table.identifier),
+                table.keys,
+            )
+        )
+    return results
+
+
+def _live_ancestors(manifest, node, live_models: set[str]) -> set[str]:
+    """The live current-state models among `node`'s ancestors (the first met on each path)."""
+    found, seen, waiting = set(), set(), list(node.depends_on.nodes)
+    while waiting:
+        unique_id = waiting.pop()
+        parent = manifest.nodes.get(unique_id)
+        if unique_id in seen or parent is None:
+            continue
+        seen.add(unique_id)
+        if parent.name in live_models:
+            found.add(parent.name)
+        else:
+            waiting.extend(parent.depends_on.nodes)
+    return found
+
+
 def run_compare(config: LiveConfig, dbt_args: Sequence[str]) -> bool:
-    """The comparison's lines (logged); True when every table is equal."""
-    results = compare_live(config, dbt_args)
+    """The comparison's lines (logged); True when every table and snapshot is equal."""
+    os.environ[LIVE_MODELS] = "1"
+    try:
+        session = Session.start(dbt_args)
+    except SessionError as error:
+        raise SystemExit(str(error)) from error
+    with session:
+        results = [*compare_live(config, dbt_args, session=session), *compare_live_snapshots(session)]
     for result in results:
         (log.info if result.equal else log.error)("live compare: %s", result.line())
     return all(result.equal for result in results)

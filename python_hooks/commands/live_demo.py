@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from python_hooks.commands.live_compare import LIVE_MODELS, compare_live
+from python_hooks.commands.live_compare import LIVE_MODELS, compare_live, compare_live_snapshots
 from python_hooks.live import capture, latency, source, workload
 from python_hooks.live.config import SCHEMA, TABLES, LiveConfig
 from python_hooks.project.session import Session
@@ -65,7 +65,7 @@ def run_demo(config: LiveConfig, every: float, minutes: float, dbt_args: Sequenc
         if subprocess.run(_pipeline(*LIVE_ONLY, *dbt_args)).returncode != 0:
             log.error("live demo: the last run failed")
         with Session.start(dbt_args) as session:
-            results = compare_live(config, dbt_args, session=session)
+            results = [*compare_live(config, dbt_args, session=session), *compare_live_snapshots(session)]
             for result in results:
                 (log.info if result.equal else log.error)("live compare: %s", result.line())
             models = {t.model: Path(t.folder.path) for t in cdc_tables(session.manifest) if t.source_name == SCHEMA}

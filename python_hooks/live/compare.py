@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import psycopg
 
 from python_hooks.live.config import SCHEMA, LiveTable
-from python_hooks.project.sql import quote_ident
+from python_hooks.project.sql import quote_ident, quoted_relation
 
 # A prefix on every value a Spark query returns: dbt's agate table would otherwise read '007' as a
 # number and '2026-11-01' as a date; with it every value stays the text Spark rendered.
@@ -123,6 +123,69 @@ class TableComparison:
         more = len(self.differences) - shown
         listed = "; ".join(self.differences[:shown]) + (f"; and {more} more" if more > 0 else "")
         return f"{head}: {len(self.differences)} difference(s): {listed}"
+
+
+@dataclass
+class SnapshotComparison:
+    """A live table's dbt snapshot against the current-state table it follows: its versions and keys, and
+    whether each key's latest version is the table's row (a deletion version: a key the table lacks)."""
+
+    snapshot: str
+    relation: str
+    versions: int = 0
+    keys: int = 0
+    differences: list[str] = field(default_factory=list)
+
+    @property
+    def equal(self) -> bool:
+        return not self.differences
+
+    def line(self) -> str:
+        head = f"{self.snapshot}: {self.versions} versions of {self.keys} keys"
+        if self.equal:
+            return f"{head}: the latest versions equal {self.relation}"
+        return f"{head}: {'; '.join(self.differences)}"
+
+
+def compare_snapshot(
+    warehouse, snapshot: tuple[str, str], table: tuple[str, str], key: Sequence[str]
+) -> SnapshotComparison:
+    """The snapshot `snapshot` (schema, identifier) against the current-state table `table`: each key's
+    latest version (by `dbt_valid_from`), unless a deletion version (`dbt_is_deleted`, `hard_deletes:
+    new_record`), must equal the table's row in every column both have (not the pipeline's `_cdc_` ones)."""
+    snapshot_relation, table_relation = quoted_relation(*snapshot), quoted_relation(*table)
+    result = SnapshotComparison(snapshot[1], f"{table[0]}.{table[1]}")
+    snapshot_types = dict(warehouse.columns(*snapshot) or [])
+    table_types = dict(warehouse.columns(*table) or [])
+    if not snapshot_types or not table_types:
+        result.differences.append(f"{'.'.join(snapshot if not snapshot_types else table)} does not exist")
+        return result
+    columns = [quote_ident(c) for c in table_types if not c.startswith("_cdc_") and c in snapshot_types]
+    keys = ", ".join(quote_ident(k) for k in key)
+    live = "coalesce(dbt_is_deleted <> 'True', true)" if "dbt_is_deleted" in snapshot_types else "true"
+    listed = ", ".join(columns)
+    versions, key_count, only_snapshot, only_table = warehouse.query(
+        f"""
+        with ranked as (
+            select *, row_number() over (partition by {keys} order by dbt_valid_from desc) as version_rank
+            from {snapshot_relation}
+        ),
+        latest as (select {listed} from ranked where version_rank = 1 and {live}),
+        state as (select {listed} from {table_relation})
+        select
+            (select count(*) from {snapshot_relation}),
+            (select count(distinct {keys}) from {snapshot_relation}),
+            (select count(*) from (select * from latest except all select * from state) as only_snapshot),
+            (select count(*) from (select * from state except all select * from latest) as only_table)
+        """
+    )[0]
+    result.versions, result.keys = int(versions), int(key_count)
+    if only_snapshot or only_table:
+        result.differences.append(
+            f"{only_snapshot} latest version(s) not in {result.relation},"
+            f" {only_table} row(s) of it not a latest version"
+        )
+    return result
 
 
 def source_columns(connection: psycopg.Connection, table: str) -> list[SourceColumn]:

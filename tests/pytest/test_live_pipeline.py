@@ -6,25 +6,41 @@ TOASTed bodies updated without being touched), the capture drained, then the pip
 snapshot and once after the workload, so that the second run merges into existing tables (a snapshot
 document's body, TOASTed, left alone by an update in between: its placeholder meets the table's value). Then
 `live compare` (python_hooks/live/compare.py) must find every table equal to PostgreSQL: same keys,
-mapped types, every value."""
+mapped types, every value.
+
+And the history: each run also takes one dbt snapshot of the live `customer` table
+(`shop_customer_snapshot`), so it must hold one version per committed change a run saw. After each run
+the test records `shop__customer` as the run left it; at the end every customer's versions, in
+`dbt_valid_from` order, must be the distinct states (its columns and `_cdc_ts`) of the recordings, in run
+order. The snapshot takes `hard_deletes: new_record`, as the project's `customer_snapshot`: a customer a
+later run no longer holds has, after its last live version, a deletion version (`dbt_is_deleted` = 'True')
+with the last version's columns, starting at the delete's commit time (read here from the topic's
+Debezium events: the key's last delete), which also ends the version before it; each version ends where
+the next starts, the last at 9999-12-31. Compared as whole tables of (customer_id, version number) ->
+columns (`expected_versions`, pure Python)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 
 import psycopg
 import pytest
 
 from helpers.live import Live
+from helpers.tables import assert_same_table
 from oracles.replay_debezium_real import UNAVAILABLE, read_events
-from python_hooks.commands.live_compare import LIVE_MODELS, compare_live
+from python_hooks.commands.live_compare import LIVE_MODELS, compare_live, compare_live_snapshots
 from python_hooks.live.config import TABLES
 from python_hooks.project.session import Session
 
 pytestmark = pytest.mark.live_capture
 
+CUSTOMER = next(table for table in TABLES if table.name == "customer")
 DOCUMENT = next(table for table in TABLES if table.name == "document")
 ORDER_LINE = next(table for table in TABLES if table.name == "order_line")
+SNAPSHOT = "shop_customer_snapshot"  # snapshots/shop/
+CURRENT = "9999-12-31 00:00:00"  # the snapshot's dbt_valid_to_current
 
 
 @pytest.fixture
@@ -41,10 +57,62 @@ def live_models():
             os.environ[LIVE_MODELS] = before
 
 
-def _compare(dbt, live: Live, schema: str) -> list:
+def _compare(dbt, live: Live, schema: str) -> tuple[list, list]:
+    """`live compare`'s results: the tables', the snapshots'."""
     common = [*dbt._common(live.config.landing_root, schema), "--target", "local"]
     with Session.start(common, runner=dbt._runner) as session:
-        return compare_live(live.config, common, session=session)
+        return compare_live(live.config, common, session=session), compare_live_snapshots(session)
+
+
+def _plain(value):
+    """A value as it compares across runs: an array as a tuple."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _recording(spark, schema: str) -> dict[int, dict]:
+    """`shop__customer` as a run left it: customer_id -> {column: value}."""
+    rows = spark.table(f"{schema}_current.shop__customer").collect()
+    return {row["customer_id"]: {name: _plain(value) for name, value in row.asDict().items()} for row in rows}
+
+
+def _removals(events: list[dict]) -> dict[int, dt.datetime]:
+    """customer_id -> the commit time (`__source_ts_ms`, as staging's `_cdc_ts`) of its last delete."""
+    deletes = sorted((e["record"] for e in events if e["record"]["__op"] == "d"), key=lambda r: r["__source_lsn"])
+    return {r["customer_id"]: dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=r["__source_ts_ms"]) for r in deletes}
+
+
+def expected_versions(
+    recordings: list[dict[int, dict]], attributes: list[str], removals: dict[int, dt.datetime]
+) -> dict[tuple, dict]:
+    """(customer_id, version number from 1) -> the version's columns, replayed from the runs' recordings."""
+    histories: dict[int, list[dict]] = {}
+    for recording in recordings:
+        for key, row in recording.items():
+            state = {**{a: row.get(a) for a in attributes}, "updated_at": row["_cdc_ts"], "dbt_is_deleted": "False"}
+            history = histories.setdefault(key, [])
+            if not history or history[-1] != state:
+                history.append(state)
+        for key, history in histories.items():
+            if key not in recording and history[-1]["dbt_is_deleted"] == "False":
+                history.append({**history[-1], "updated_at": removals[key], "dbt_is_deleted": "True"})
+    current = dt.datetime.fromisoformat(CURRENT)
+    expected = {}
+    for key, history in histories.items():
+        for number, state in enumerate(history, start=1):
+            valid_to = history[number]["updated_at"] if number < len(history) else current
+            expected[(key, number)] = {**state, "dbt_valid_from": state["updated_at"], "dbt_valid_to": valid_to}
+    return expected
+
+
+def _versions(spark, schema: str, columns: list[str]) -> dict[tuple, dict]:
+    """The snapshot's rows: (customer_id, version number in dbt_valid_from order) -> columns."""
+    rows = spark.table(f"{schema}_snapshots.{SNAPSHOT}").collect()
+    versions: dict[tuple, dict] = {}
+    counts: dict[int, int] = {}
+    for row in sorted(rows, key=lambda r: (r["customer_id"], r["dbt_valid_from"])):
+        counts[row["customer_id"]] = counts.get(row["customer_id"], 0) + 1
+        versions[(row["customer_id"], counts[row["customer_id"]])] = {c: _plain(row[c]) for c in columns}
+    return versions
 
 
 def test_every_live_table_equals_postgresql_after_the_pipeline(dbt, spark, live: Live, live_models, schema):
@@ -55,7 +123,8 @@ def test_every_live_table_equals_postgresql_after_the_pipeline(dbt, spark, live:
     assert dbt.pipeline(
         "--select", "source:shop+", landing=landing, schema=schema
     )  # the initial snapshot: tables created
-    first = _compare(dbt, live, schema)
+    recordings = [_recording(spark, schema)]
+    first, _ = _compare(dbt, live, schema)
     assert [r.line() for r in first if not r.equal] == []
 
     # A TOASTed body the table already holds, left alone by an update: the MERGE must keep it.
@@ -64,7 +133,8 @@ def test_every_live_table_equals_postgresql_after_the_pipeline(dbt, spark, live:
     live.cli("workload", "--rounds", "5")
     live.cli("drain")
     assert dbt.pipeline("--select", "source:shop+", landing=landing, schema=schema)  # merged into the tables
-    results = _compare(dbt, live, schema)
+    recordings.append(_recording(spark, schema))
+    results, snapshots = _compare(dbt, live, schema)
     assert [r.line() for r in results if not r.equal] == []
     assert {r.table for r in results} == {"customer", "order_line", "document"}
     assert all(r.source_rows == r.lake_rows > 0 for r in results)
@@ -74,3 +144,17 @@ def test_every_live_table_equals_postgresql_after_the_pipeline(dbt, spark, live:
     documents = [e["record"] for e in read_events(live.topic_dir(DOCUMENT))]
     assert any(r["op"] == "t" for r in lines)
     assert any(r["body"] == UNAVAILABLE and r["__op"] == "u" and r["document_id"] == 1 for r in documents)
+
+    # The snapshot: one version per distinct state the runs left, a deletion version per customer removed.
+    attributes = [c for c in next(iter(recordings[-1].values())) if not c.startswith("_cdc_")]
+    compared = [*attributes, "updated_at", "dbt_is_deleted", "dbt_valid_from", "dbt_valid_to"]
+    expected = expected_versions(recordings, attributes, _removals(read_events(live.topic_dir(CUSTOMER))))
+    assert_same_table(_versions(spark, schema, compared), expected, SNAPSHOT)
+    # `live compare`'s line for it: the same figures, the latest versions equal to the table
+    assert [(s.snapshot, s.versions, s.keys, s.equal) for s in snapshots] == [
+        (SNAPSHOT, len(expected), len({key for key, _ in expected}), True)
+    ], [s.line() for s in snapshots]
+    # what the comparison covered: customers changed and removed between the runs, one added by the second
+    assert any(number == 2 and v["dbt_is_deleted"] == "False" for (_, number), v in expected.items())
+    assert any(v["dbt_is_deleted"] == "True" for v in expected.values())
+    assert set(recordings[1]) - set(recordings[0])
