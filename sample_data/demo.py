@@ -23,7 +23,7 @@ from pathlib import Path
 from python_hooks import personal_data as erasure
 from python_hooks.commands import status as table_status
 from python_hooks.commands.run import make_runner, run_pipeline, verbose
-from python_hooks.project import env, object_store, storage
+from python_hooks.project import embedded_lock, env, object_store, storage
 from python_hooks.project.session import Session
 from python_hooks.project.sql import quote_ident
 from python_hooks.project.warehouse import Warehouse
@@ -63,6 +63,19 @@ def _reset(landing: storage.Location, warehouse: storage.Location, state: Path, 
                 " only to a folder that does not exist yet or is empty). Unset CDC_LANDING_ROOT / CDC_WAREHOUSE to"
                 " use the defaults."
             )
+    if target == "local":
+        # The warehouse's state on this machine (CDC_STATE_DIR: its Derby metastore, the hooks' state) is
+        # deleted too: the same rule, and never while another process has that warehouse open.
+        if not _inside(state, data) and state.exists() and any(state.iterdir()) and not _same(state, warehouse):
+            raise SystemExit(
+                f"make demo starts from scratch and deletes the warehouse's state folder {state} (CDC_STATE_DIR); it"
+                f" only does that under {data} (elsewhere, only to a folder that does not exist yet or is empty)."
+                " Unset CDC_STATE_DIR to use the default."
+            )
+        try:
+            embedded_lock.acquire(state)
+        except embedded_lock.WarehouseInUse as error:
+            raise SystemExit(f"make demo deletes nothing: {error}") from None
     folders = [landing.join(f"dms/{dms.SCHEMA}"), landing.join("debezium")]
     if target == "local":
         folders.append(warehouse)
@@ -70,7 +83,13 @@ def _reset(landing: storage.Location, warehouse: storage.Location, state: Path, 
         storage.delete_tree(folder)
     if target == "local":
         shutil.rmtree(state, ignore_errors=True)  # the Derby metastore of a warehouse on S3, the hooks' state
+        embedded_lock.release()  # its lock file went with the folder: the demo's session takes it again
     shutil.rmtree(_outbox(landing), ignore_errors=True)
+
+
+def _same(path: Path, where: storage.Location) -> bool:
+    """The local folder `path` is the location `where` (already checked as the warehouse)."""
+    return where.is_local and path.resolve() == where.local_path.resolve()
 
 
 def _outbox(landing: storage.Location) -> Path:

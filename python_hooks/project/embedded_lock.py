@@ -89,6 +89,15 @@ def acquire(warehouse: Path) -> None:
         ) from None
 
 
+def release() -> None:
+    """Gives the warehouse back (its lock file closed), for a process that deletes the folder the lock
+    file is in and then opens a session on the new one, which takes the lock again (make demo)."""
+    global _held
+    if _held is not None:
+        _held.close()
+        _held = None
+
+
 def derby_warehouse(options: dict) -> Path | None:
     """The local folder of a session about to be created on an embedded Derby metastore (the one that
     holds `metastore_db`: the warehouse, or CDC_STATE_DIR for a warehouse on S3), else None."""

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from python_hooks.project import embedded_lock
+
 PROJECT = Path(__file__).resolve().parents[2]
 TABLES = [
     "crm__customer_address",
@@ -30,13 +32,25 @@ TABLES = [
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory) -> dict:
+def demo(tmp_path_factory, spark) -> dict:
+    """`make demo` and what follows it, run once while this pytest process has its own warehouse open
+    (`spark`): the demo must leave that warehouse alone."""
     work = tmp_path_factory.mktemp("demo")
     environ = {
         name: value
         for name, value in os.environ.items()
-        # the pytest session's own choices (conftest.py), not a new user's
-        if name not in {"CDC_SCHEMA", "CDC_DEFAULTED", "CDC_ERASURE_SECRET", "CDC_KILL_AT", "CDC_VERBOSE"}
+        # the pytest session's own choices (conftest.py), not a new user's; CDC_STATE_DIR is the session's
+        # warehouse folder, which the demo would otherwise take as the user's and delete
+        if name
+        not in {
+            "CDC_SCHEMA",
+            "CDC_DEFAULTED",
+            "CDC_DERIVED",
+            "CDC_STATE_DIR",
+            "CDC_ERASURE_SECRET",
+            "CDC_KILL_AT",
+            "CDC_VERBOSE",
+        }
     }
     environ.update(
         CDC_WAREHOUSE=str(work / "warehouse"),
@@ -101,3 +115,13 @@ def test_source_freshness_after_the_demo_has_no_error(demo):
     output = _output(demo["freshness"])
     assert demo["freshness"].returncode == 0, output[-4000:]
     assert len(re.findall(r"\bPASS freshness of ", output)) == 5, output[-3000:]
+
+
+def test_the_demo_leaves_the_warehouse_another_process_has_open(demo):
+    """This pytest process's warehouse (its Derby metastore and lock file) is where it was: the demo
+    deleted only its own folders (a CDC_STATE_DIR inherited from this process once made it delete this
+    process's warehouse, under its running Spark session)."""
+    held = embedded_lock._held
+    assert held is not None, "the run's session holds its warehouse"
+    assert os.fstat(held.fileno()).st_ino == os.stat(held.name).st_ino, "the lock file was deleted and made again"
+    assert (Path(held.name).parent / "metastore_db").is_dir()
