@@ -52,26 +52,21 @@ def _local_server_only(where: storage.Location) -> None:
 
 def _reset(landing: storage.Location, warehouse: storage.Location, state: Path, target: str) -> None:
     data = env.PROJECT_ROOT / "data"
-    for where in (landing, warehouse) if target == "local" else (landing,):
+    local = [(landing, "CDC_LANDING_ROOT")]
+    if target == "local":
+        local += [(warehouse, "CDC_WAREHOUSE"), (storage.Location.parse(str(state)), "CDC_STATE_DIR")]
+    for where, variable in local:
         if where.is_s3:
             _local_server_only(where)
             continue
         path = where.local_path
         if not _inside(path, data) and path.exists() and any(path.iterdir()):
             raise SystemExit(
-                f"make demo starts from scratch and deletes {path}; it only does that under {data} (elsewhere,"
-                " only to a folder that does not exist yet or is empty). Unset CDC_LANDING_ROOT / CDC_WAREHOUSE to"
-                " use the defaults."
+                f"make demo starts from scratch and deletes {path} ({variable}); it only does that under {data}"
+                f" (elsewhere, only to a folder that does not exist yet or is empty). Unset {variable} to use the"
+                " default."
             )
-    if target == "local":
-        # The warehouse's state on this machine (CDC_STATE_DIR: its Derby metastore, the hooks' state) is
-        # deleted too: the same rule, and never while another process has that warehouse open.
-        if not _inside(state, data) and state.exists() and any(state.iterdir()) and not _same(state, warehouse):
-            raise SystemExit(
-                f"make demo starts from scratch and deletes the warehouse's state folder {state} (CDC_STATE_DIR); it"
-                f" only does that under {data} (elsewhere, only to a folder that does not exist yet or is empty)."
-                " Unset CDC_STATE_DIR to use the default."
-            )
+    if target == "local":  # the warehouse's state (its Derby metastore) never while another process has it open
         try:
             embedded_lock.acquire(state)
         except embedded_lock.WarehouseInUse as error:
@@ -85,11 +80,6 @@ def _reset(landing: storage.Location, warehouse: storage.Location, state: Path, 
         shutil.rmtree(state, ignore_errors=True)  # the Derby metastore of a warehouse on S3, the hooks' state
         embedded_lock.release()  # its lock file went with the folder: the demo's session takes it again
     shutil.rmtree(_outbox(landing), ignore_errors=True)
-
-
-def _same(path: Path, where: storage.Location) -> bool:
-    """The local folder `path` is the location `where` (already checked as the warehouse)."""
-    return where.is_local and path.resolve() == where.local_path.resolve()
 
 
 def _outbox(landing: storage.Location) -> Path:
