@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from helpers import lock_holder
 from helpers.paths import PROJECT
 from helpers.tables import assert_same_table, normalise, table_rows
 from oracles.replay_dms import replay
@@ -368,16 +369,6 @@ def test_retention_comes_from_model_config(dbt, tmp_path):
     assert targets["m_cdc_meta.cdc_tombstones"].kind == "meta"
 
 
-HOLD = """
-import sys, time
-from pathlib import Path
-from python_hooks.project import embedded_lock
-embedded_lock.acquire(Path(sys.argv[1]))
-print("held", flush=True)
-time.sleep(300)
-"""
-
-
 def test_maintain_command_is_refused_in_one_line_while_the_embedded_warehouse_is_in_use(tmp_path):
     """Another process has the embedded warehouse (here a small one that holds its lock, as every Spark
     session of the project does first): `python -m python_hooks maintain` on it says so in one line
@@ -387,11 +378,7 @@ def test_maintain_command_is_refused_in_one_line_while_the_embedded_warehouse_is
     test, and what earlier tests left in os.environ must not decide where the child looks."""
     warehouse = tmp_path / "warehouse"
     warehouse.mkdir()
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(warehouse)], stdout=subprocess.PIPE, text=True, cwd=PROJECT
-    )
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with lock_holder.holding(warehouse) as holder:
         environ = {
             **{k: v for k, v in os.environ.items() if k not in (env.DERIVED, env.DEFAULTED, *env.S3_VARIABLES)},
             "CDC_TARGET": "local",
@@ -409,9 +396,6 @@ def test_maintain_command_is_refused_in_one_line_while_the_embedded_warehouse_is
             timeout=180,
             cwd=PROJECT,
         )
-    finally:
-        holder.kill()
-        holder.wait()
     assert done.returncode == 1, done.stdout + done.stderr
     refusal = [line for line in done.stderr.splitlines() if "maintenance refused" in line]
     assert len(refusal) == 1, f"{done.stdout[:1500]}\n{done.stderr[-2000:]}"

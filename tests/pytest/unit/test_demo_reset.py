@@ -5,12 +5,12 @@ back the embedded lock, which this pytest process holds for its own warehouse.""
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
-PROJECT = Path(__file__).parents[3]
+from helpers import lock_holder
+from helpers.paths import PROJECT
 
 RESET = """
 import sys
@@ -21,15 +21,6 @@ root = Path(sys.argv[1])
 env.PROJECT_ROOT = root  # data/ is <root>/data
 demo._reset(storage.Location.parse(sys.argv[2]), storage.Location.parse(sys.argv[3]), Path(sys.argv[4]), "local")
 print("reset")
-"""
-
-HOLD = """
-import sys, time
-from pathlib import Path
-from python_hooks.project import embedded_lock
-embedded_lock.acquire(Path(sys.argv[1]))
-print("held", flush=True)
-time.sleep(300)
 """
 
 
@@ -67,11 +58,7 @@ def test_nothing_is_deleted_while_another_process_has_the_warehouse(tmp_path: Pa
     (landing / "debezium").mkdir(parents=True)
     (landing / "debezium" / "a.parquet").write_bytes(b"x")
     (warehouse / "metastore_db").mkdir(parents=True)
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(warehouse)], stdout=subprocess.PIPE, text=True, cwd=PROJECT
-    )
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with lock_holder.holding(warehouse) as holder:
         before = _files(tmp_path)
         done = _reset(tmp_path, landing, warehouse, warehouse)
         assert done.returncode != 0
@@ -79,9 +66,6 @@ def test_nothing_is_deleted_while_another_process_has_the_warehouse(tmp_path: Pa
         assert last.startswith("make demo deletes nothing: The embedded warehouse"), last
         assert f"in use by pid {holder.pid} " in last
         assert _files(tmp_path) == before
-    finally:
-        holder.send_signal(signal.SIGKILL)
-        holder.wait()
     done = _reset(tmp_path, landing, warehouse, warehouse)  # the holder gone: the demo starts from scratch
     assert done.returncode == 0, done.stderr[-2000:]
     assert not (landing / "debezium").exists() and not warehouse.exists()

@@ -13,24 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import lock_holder
 from python_hooks.project import embedded_lock
-
-HOLD = """
-import sys, time
-from pathlib import Path
-from python_hooks.project import embedded_lock
-embedded_lock.acquire(Path(sys.argv[1]))
-print("held", flush=True)
-time.sleep(120)
-"""
-
-
-def _holder(warehouse: Path) -> subprocess.Popen:
-    process = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(warehouse)], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[3]
-    )
-    assert process.stdout.readline().strip() == "held"
-    return process
 
 
 def _try(warehouse: Path) -> subprocess.CompletedProcess:
@@ -46,7 +30,7 @@ def _try(warehouse: Path) -> subprocess.CompletedProcess:
 
 
 def test_second_process_is_refused_naming_the_first_then_gets_it_after_kill(tmp_path: Path) -> None:
-    holder = _holder(tmp_path)
+    holder = lock_holder.start(tmp_path)
     try:
         started = time.monotonic()
         refused = _try(tmp_path)
