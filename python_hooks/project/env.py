@@ -222,10 +222,12 @@ def _fingerprint(value: str) -> str:
 def _was_filled(name: str, environ: Mapping[str, str]) -> bool:
     """A derived default (CDC_STATE_DIR, the local server's AWS variables) that apply_defaults() wrote,
     here or in a parent process, and nobody changed since: decided again from the values now. A value
-    a caller set over it (a test's, a script's) has another fingerprint, and is theirs."""
+    a caller set over it (a test's, a script's) has another fingerprint, and is theirs. Decided by the
+    fingerprint alone: a caller that copies the environment without CDC_DEFAULTED (a test's child) still
+    passes on a derived value, not one of its own (a copied state folder that follows no warehouse)."""
     recorded = dict(item.split(":", 1) for item in (environ.get(DERIVED) or "").split(",") if ":" in item)
     value = environ.get(name)
-    return name in _defaulted(environ) and value is not None and recorded.get(name) == _fingerprint(value)
+    return value is not None and recorded.get(name) == _fingerprint(value)
 
 
 def _is_default(name: str, environ: Mapping[str, str]) -> bool:

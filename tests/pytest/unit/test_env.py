@@ -324,3 +324,16 @@ def test_a_state_folder_a_caller_sets_over_an_inherited_default_is_the_callers(t
     env.apply_defaults(mine)
     assert mine["CDC_STATE_DIR"] == str(tmp_path / "mine")
     assert dict(r[0::2] for r in env.describe(mine))["CDC_STATE_DIR"] == "environment"
+
+
+def test_a_derived_state_folder_copied_without_cdc_defaulted_still_follows_the_warehouse(tmp_path):
+    """A child given the parent's environment minus CDC_DEFAULTED (what test_demo once handed `make
+    demo`) and another warehouse: the state folder is the child warehouse's, not the parent's copied one
+    (which the demo would then have treated as the user's and deleted)."""
+    parent = {"CDC_WAREHOUSE": str(tmp_path / "parent")}
+    env.apply_defaults(parent)
+    child = {name: value for name, value in parent.items() if name != env.DEFAULTED}
+    child["CDC_WAREHOUSE"] = str(tmp_path / "child")
+    env.apply_defaults(child)
+    assert child["CDC_STATE_DIR"] == str(tmp_path / "child")
+    assert dict(r[0::2] for r in env.describe(child))["CDC_STATE_DIR"] == "default"
