@@ -350,7 +350,7 @@ def run_pipeline(
             log_refusals(warehouse, found, get_invocation_id())
     if progress is not None and found.manifest is not None:
         report(found, common_args)
-    for line in run_summary(result, found.problems, found.blocked):
+    for line in run_summary(result, found.problems, found.blocked, found.tables):
         log.error("%s", line)
     return bool(result.success) and found.ok
 

@@ -61,3 +61,35 @@ def test_a_long_refusal_is_cut():
     message = "cdc_merge refused the batch\n" + "\n".join(f"raw file f{i}: bad" for i in range(30))
     lines = run_summary(_result(("m", "error", message)), [], set())
     assert len(lines) == 1 + 12 + 1 and lines[-2] == "  ... (20 more lines in logs/dbt.log)"
+
+
+def test_a_raw_file_spark_cannot_read_is_one_line_naming_file_and_table():
+    """Spark's words for an unreadable data page fail every node that reads the file (the staging view's
+    tests first): one line for them all, naming the file and its table, in words (issue 29)."""
+    folder = "/tmp/l and 'q'/dms/crm/customer_address"
+    message = (
+        "Runtime Error in test not_null_stg_crm__customer_address__cdc_seq (models/staging/crm/_crm__models.yml)\n"
+        "  An error occurred while calling o556.collectToPython.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 1788.0 failed 1 times,"
+        " most recent failure: Lost task 0.0: org.apache.spark.SparkException: Encountered error while reading file"
+        f" file://{folder.replace(' ', '%20')}/20261103-101000000.parquet. Details:\n"
+        "\tat org.apache.spark.sql.errors.QueryExecutionErrors$.cannotReadFilesError(QueryExecutionErrors.scala:863)\n"
+        "Caused by: java.io.IOException: FAILED_TO_UNCOMPRESS(5)\n"
+    )
+    table = SimpleNamespace(folder=folder, model="crm__customer_address", source="crm.customer_address")
+    other = SimpleNamespace(folder="/tmp/l/dms/crm/customer_master", model="crm__customer_master", source="crm.x")
+    lines = run_summary(
+        _result(("not_null_stg_crm__customer_address__cdc_seq", "error", message),
+                ("expression_is_true_stg_crm__customer_address__cdc_seq", "error", message),
+                ("crm__customer_address", "skipped", None)),
+        [], set(), [other, table],
+    )  # fmt: skip
+    naming = [line for line in lines if "20261103-101000000.parquet" in line]
+    assert naming == [
+        f"failed: crm__customer_address (source crm.customer_address): raw file {folder}/20261103-101000000.parquet"
+        " could not be read: its Parquet pages do not decode (damaged in storage or by its producer, or cut short);"
+        " nothing of the batch was applied. Replace it with a good copy under the same name, or delete it"
+        " (Spark says: FAILED_TO_UNCOMPRESS(5)); it failed not_null_stg_crm__customer_address__cdc_seq,"
+        " expression_is_true_stg_crm__customer_address__cdc_seq"
+    ], lines
+    assert not any("o556" in line or "org.apache" in line for line in lines), lines
