@@ -183,9 +183,11 @@ faults: install check-java
 # Damaged raw files (tests/pytest/fuzz/, README "Operations"): hypothesis on the Python side with FUZZ_EXAMPLES
 # cases (fresh random ones each time), then every recipe of the corpus through Spark; make test runs a smoke subset.
 fuzz: install check-java
-	FUZZ_EXAMPLES=$(or $(FUZZ_EXAMPLES),20000) FUZZ_RANDOM=1 $(BIN)/python -m pytest tests/pytest/unit/test_fuzz_raw_files.py \
-	  --hypothesis-show-statistics -q
-	$(BIN)/python -m pytest tests/pytest/test_fuzz_pipeline.py --durations=10
+	rm -f data/fuzz-python.jsonl data/fuzz-spark.jsonl; mkdir -p data
+	FUZZ_EXAMPLES=$(or $(FUZZ_EXAMPLES),20000) FUZZ_RANDOM=1 FUZZ_REPORT=data/fuzz-python.jsonl \
+	  $(BIN)/python -m pytest tests/pytest/unit/test_fuzz_raw_files.py --hypothesis-show-statistics -q
+	FUZZ_REPORT=data/fuzz-spark.jsonl $(BIN)/python -m pytest tests/pytest/test_fuzz_pipeline.py --durations=10
+	PYTHONPATH=tests/pytest $(BIN)/python -m fuzz.figures data/fuzz-python.jsonl data/fuzz-spark.jsonl
 
 # The benchmark (bench/README.md): 5M rows and 1% batches by default; BENCH_ROWS etc. to scale it.
 bench: install check-java

@@ -8,6 +8,7 @@ The cases that once failed are pinned below with @example."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -37,6 +38,9 @@ def run_case(source: str, kind: str, seed: int) -> tuple[list[str], object]:
 
 def check(source: str, kind: str, seed: int) -> None:
     problems, damaged = run_case(source, kind, seed)
+    if os.environ.get("FUZZ_REPORT"):  # make fuzz: one JSON line per case, for the README's figures
+        with open(os.environ["FUZZ_REPORT"], "a", encoding="utf-8") as out:
+            out.write(json.dumps({"source": source, "kind": kind, "seed": seed, "refused": bool(problems)}) + "\n")
     label = f"{source} {kind} seed {seed} ({damaged.says})"
     name = Path(damaged_file(source)).name
     if kind in ACCEPTED_KINDS:
