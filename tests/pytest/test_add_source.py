@@ -1,6 +1,6 @@
 """`python -m python_hooks add-source` end to end, on real Spark and Iceberg.
 
-A copy of the project gets a new DMS table, `shop.store_order`, from its landing folder alone: a
+A copy of the project gets a new DMS table, `retail.store_order`, from its landing folder alone: a
 composite key (store_id, order_no), a column named `gift note`, a decimal column spelled `Amount`, a
 full load and CDC files (the second one in a DatePartitionEnabled date folder). The command writes
 the source entry and the models; the pipeline then builds them, and the current-state table is
@@ -35,7 +35,7 @@ COLUMNS = {
     "placed_at": dms.TIMESTAMP,
 }
 KEY = ["store_id", "order_no"]
-STAGING, CURRENT = "stg_shop__store_order", "shop__store_order"
+STAGING, CURRENT = "stg_retail__store_order", "retail__store_order"
 # Only the new models (and their tests): the other sources are empty here.
 SELECT = ("--select", f"{STAGING}+")
 
@@ -116,7 +116,7 @@ def project(tmp_path: Path) -> Path:
 
 def _add_source(project: Path, landing: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "python_hooks", "add-source", "dms", "shop", TABLE, "--key", ",".join(KEY)]
+        [sys.executable, "-m", "python_hooks", "add-source", "dms", "retail", TABLE, "--key", ",".join(KEY)]
         + ["--project-dir", str(project)],
         env={**os.environ, "CDC_LANDING_ROOT": str(landing)},
         capture_output=True,
@@ -129,7 +129,7 @@ def _add_source(project: Path, landing: Path) -> subprocess.CompletedProcess:
 def _assert_matches_replay(spark, schema: str, landing: Path, label: str) -> None:
     columns = [name.lower() for name in COLUMNS] + ["_cdc_op", "_cdc_ts"]
     actual = table_rows(spark, f"{schema}_current.{CURRENT}", KEY, columns)
-    expected = replay(landing / "dms" / "shop" / TABLE, KEY)
+    expected = replay(landing / "dms" / "retail" / TABLE, KEY)
     assert expected, "the replay is empty: the test data is wrong"
     assert_same_table(actual, expected, label)
 
@@ -146,7 +146,7 @@ def _assert_data_tests_pass(dbt, landing: Path, schema: str, project: Path) -> N
 
 def test_add_source_then_pipeline_equals_replay(dbt, spark, schema, project, tmp_path, monkeypatch):
     landing = tmp_path / "landing"
-    folder = landing / "dms" / "shop" / TABLE
+    folder = landing / "dms" / "retail" / TABLE
     first, second = _files()
     _write_batch(monkeypatch, folder, first)
     before = {p: p.read_bytes() for p in (project / "models").rglob("*") if p.is_file()}
@@ -154,11 +154,11 @@ def test_add_source_then_pipeline_equals_replay(dbt, spark, schema, project, tmp
     added = _add_source(project, landing)
     assert added.returncode == 0, added.stderr[-3000:]
     written = {
-        Path("models/staging/shop/_shop__sources.yml"),
-        Path(f"models/staging/shop/{STAGING}.sql"),
-        Path("models/staging/shop/_shop__models.yml"),
-        Path(f"models/current_state/shop/{CURRENT}.sql"),
-        Path("models/current_state/shop/_shop__models.yml"),
+        Path("models/staging/retail/_retail__sources.yml"),
+        Path(f"models/staging/retail/{STAGING}.sql"),
+        Path("models/staging/retail/_retail__models.yml"),
+        Path(f"models/current_state/retail/{CURRENT}.sql"),
+        Path("models/current_state/retail/_retail__models.yml"),
     }
     for path in written:
         assert f"created  {path}" in added.stdout, added.stdout
@@ -166,7 +166,7 @@ def test_add_source_then_pipeline_equals_replay(dbt, spark, schema, project, tmp
     after = {p: p.read_bytes() for p in (project / "models").rglob("*") if p.is_file()}
     assert {p.relative_to(project) for p in set(after) - set(before)} == written
     assert all(after[p] == content for p, content in before.items()), "an existing file changed"
-    assert (project / f"models/current_state/shop/{CURRENT}.sql").read_text() == (
+    assert (project / f"models/current_state/retail/{CURRENT}.sql").read_text() == (
         f"{{{{ cdc_current_state('{STAGING}', unique_key=['store_id', 'order_no']) }}}}\n"
     )
 

@@ -194,8 +194,8 @@ def test_env_shell_prints_the_old_lines_and_no_banner(tmp_path):
         f"CDC_LANDING_ROOT={PROJECT / 'data' / 'landing'}",
         f"CDC_WAREHOUSE={tmp_path / 'wh'}",
         "CDC_TARGET=",
-        f"ICEBERG_SPARK_RUNTIME_JAR={jars / 'iceberg-spark-runtime-3.5_2.12-1.9.2.jar'}",
-        f"CDC_AWS_JARS={jars / 'iceberg-aws-bundle-1.9.2.jar'},{jars / 'hadoop-aws-3.3.4.jar'},"
+        f"ICEBERG_SPARK_RUNTIME_JAR={jars / 'iceberg-spark-runtime-3.5_2.12-1.12.0.jar'}",
+        f"CDC_AWS_JARS={jars / 'iceberg-aws-bundle-1.12.0.jar'},{jars / 'hadoop-aws-3.3.4.jar'},"
         f"{jars / 'aws-java-sdk-bundle-1.12.262.jar'}",
         f"CDC_STATE_DIR={tmp_path / 'wh'}",  # the warehouse's local folder: the warehouse itself here
     ]
@@ -214,7 +214,7 @@ def test_every_jar_of_the_pom_is_named_by_one_variable_and_none_brings_another_h
     assert sorted(named) == sorted(pinned), "each jar of jars/pom.xml belongs to exactly one variable"
     hadoop = sorted(Path(pyspark.__file__).parent.joinpath("jars").glob("hadoop-client-api-*.jar"))
     assert [jar.name for jar in hadoop] == [pinned["hadoop-aws"].replace("hadoop-aws", "hadoop-client-api")]
-    assert pinned["iceberg-spark-runtime-3.5_2.12"] == "iceberg-spark-runtime-3.5_2.12-1.9.2.jar"
+    assert pinned["iceberg-spark-runtime-3.5_2.12"] == "iceberg-spark-runtime-3.5_2.12-1.12.0.jar"
 
 
 def test_a_missing_jar_folder_says_in_one_line_to_run_make_install(tmp_path, monkeypatch):
@@ -228,7 +228,7 @@ def test_a_missing_jar_folder_says_in_one_line_to_run_make_install(tmp_path, mon
     assert not {"ICEBERG_SPARK_RUNTIME_JAR", "CDC_AWS_JARS"} & set(environ)
     assert env.banner(environ).endswith(f"| {message}")
     (tmp_path / "lib").mkdir()
-    assert "lacks iceberg-spark-runtime-3.5_2.12-1.9.2.jar" in env.jars_problem({})
+    assert "lacks iceberg-spark-runtime-3.5_2.12-1.12.0.jar" in env.jars_problem({})
 
 
 def test_the_iceberg_runtime_variable_overrides_the_jar_folder_and_says_so(tmp_path):
@@ -237,7 +237,7 @@ def test_the_iceberg_runtime_variable_overrides_the_jar_folder_and_says_so(tmp_p
     env.apply_defaults(environ)
     jars = env.spark_jars(environ)
     assert jars[0] == mine and [jar.name for jar in jars[1:]] == [
-        "iceberg-aws-bundle-1.9.2.jar",
+        "iceberg-aws-bundle-1.12.0.jar",
         "hadoop-aws-3.3.4.jar",
         "aws-java-sdk-bundle-1.12.262.jar",
     ]
