@@ -33,9 +33,10 @@ def _one_line(message: str, most: int = 12) -> list[str]:
 _SPARK_FILE_ERRORS = (
     (
         re.compile(r"Encountered error while reading file (?P<file>\S+?)\.? Details"),
-        "raw file {file} could not be read: its Parquet pages do not decode (damaged in storage or by its"
-        " producer, or cut short); nothing of the batch was applied. Replace it with a good copy under the"
-        " same name, or delete it",
+        "raw file {file} could not be read: its Parquet pages or footer do not decode (damaged in storage or by"
+        " its producer, or cut short), or a Hadoop checksum file beside it (.<name>.crc) is damaged; nothing"
+        " of the batch was applied. Replace it with a good copy under the same name (and delete a stale"
+        " .crc), or delete it",
     ),
     (
         re.compile(r"Could not read footer for file: (?P<file>\S+?)\. "),
@@ -63,11 +64,16 @@ def spark_file_error(message: str, tables: Sequence = ()) -> tuple[str, str] | N
     return None
 
 
+def _reads(parents: Sequence[str], table) -> bool:
+    """A node whose parents (dbt unique ids) are the table's model or its staging model."""
+    return any(p.endswith((f".{table.model}", f".{table.staging_model}")) for p in parents)
+
+
 def run_summary(result, problems: Sequence[str], blocked: set[str], tables: Sequence = ()) -> list[str]:
     """The run's last lines, after dbt's own summary: what was refused or failed and what to do; one
     line that all went well otherwise. `tables` (CdcTable): to name the table of a raw file Spark could not
     read, which fails every node that reads it (the staging view's tests, the model): one line for all."""
-    failed, skipped = [], []
+    failed, skipped, others = [], [], []
     unreadable: dict[str, tuple[str, list[str]]] = {}  # table -> (its line, the nodes that failed on it)
     for node_result in getattr(result.result, "results", None) or []:
         status = str(node_result.status).lower()
@@ -77,9 +83,19 @@ def run_summary(result, problems: Sequence[str], blocked: set[str], tables: Sequ
             if worded:
                 unreadable.setdefault(worded[0], (worded[1], []))[1].append(name)
             else:
-                failed.append((name, _one_line(node_result.message or status)))
+                others.append((name, _one_line(node_result.message or status), node_result.node))
         elif status == "skipped" and getattr(node_result.node, "resource_type", "model") != "test":
             skipped.append(name)
+    # A node of a table with an unreadable file whose Spark message names no file (the same read, failed
+    # in another place): one of the nodes that failed on that file, not a line of its own.
+    owners = {f".{n}" for t in tables if t.model in unreadable for n in (t.model, t.staging_model)}
+    for name, lines, node in others:
+        parents = list(getattr(getattr(node, "depends_on", None), "nodes", None) or [])
+        table = next((t for t in tables if t.model in unreadable and _reads(parents, t)), None) if owners else None
+        if table is not None:
+            unreadable[table.model][1].append(name)
+        else:
+            failed.append((name, lines))
     for line, names in unreadable.values():
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         failed.append(("", [f"{line}; it failed {shown}"]))

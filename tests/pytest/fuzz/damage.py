@@ -308,7 +308,7 @@ SCHEMA = {
     "missing_key": missing_key,
     "extreme_values": extreme_values,
 }
-KINDS = (*BYTES, *SCHEMA, "sidecars")
+KINDS = (*BYTES, *SCHEMA, "sidecars", "damaged_crc")
 # Kinds whose files the pipeline must take as they are (applied, or ignored), never refuse.
 ACCEPTED_KINDS = {"extreme_values", "sidecars", "arrow_schema_metadata"}
 
@@ -320,7 +320,8 @@ def sidecars(good: bytes, name: str, rng: random.Random) -> Damaged:
     files = {
         name: good,
         "_SUCCESS": b"",
-        f".{name}.crc": b"crc\0" + bytes(rng.randrange(256) for _ in range(12)),
+        f".{name}.crc": b"not a Hadoop checksum",  # Hadoop ignores a .crc without its header
+        "._SUCCESS.crc": b"",
         f"_temporary/0/_temporary/attempt_20261103_0001_m_000000_0/{name}": part,
         f"{name}.tmp": part,
         f".{name}.inprogress": part,
@@ -328,11 +329,20 @@ def sidecars(good: bytes, name: str, rng: random.Random) -> Damaged:
     return Damaged(files, "sidecar files beside a good file", refusable=False)
 
 
+def damaged_crc(good: bytes, name: str, rng: random.Random) -> Damaged:
+    """The good file with a damaged Hadoop checksum file beside it (its header, then garbage): Hadoop's local
+    file system checks it when Spark reads the file, so the good file cannot be read (found by the corpus)."""
+    crc = b"crc\0" + bytes(rng.randrange(256) for _ in range(12))
+    return Damaged({name: good, f".{name}.crc": crc}, "a damaged .crc checksum file beside a good file")
+
+
 def damage(good: bytes, name: str, kind: str, seed: int, keys: tuple[str, ...] = ()) -> Damaged:
     """The files to land instead of `name` (a good Parquet file's bytes `good`), `kind` of damage, for `seed`."""
     rng = random.Random(f"{kind}:{seed}")
     if kind == "sidecars":
         return sidecars(good, name, rng)
+    if kind == "damaged_crc":
+        return damaged_crc(good, name, rng)
     if kind in BYTES:
         bad, says = BYTES[kind](good, rng)
     else:
