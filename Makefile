@@ -4,6 +4,7 @@
 #   make status where each table stands (exit 1 on a refusal or a stale table)
 #   make maintain  table maintenance: compaction, manifests, snapshot expiry, orphan files
 #   make test   every test (make test-adapter: dbt's adapter test suite alone, all of it)
+#   make fuzz   damaged raw files: a long hypothesis run on the Python side, then the whole corpus through Spark
 #   make cluster-up / cluster-down / cluster-status   the shared target on this machine (CDC_TARGET=cluster)
 #   make s3-up / s3-down / s3-status   a local S3 server (SeaweedFS) on 127.0.0.1, data in data/s3
 #   make live-up / live-workload / live-drain / live-down / live-status   a live PostgreSQL source captured by
@@ -20,7 +21,7 @@ BIN := $(VENV)/bin
 # their defaults, made absolute, from python_hooks/project/env.py, which every Python of the venv applies.
 export DBT_PROFILES_DIR := $(CURDIR)/profiles
 
-.PHONY: help install check-java system-packages cluster-packages demo run status maintain test faults bench lint docs docs-serve clean \
+.PHONY: help install check-java system-packages cluster-packages demo run status maintain test faults fuzz bench lint docs docs-serve clean \
 	cluster-up cluster-down cluster-status s3-up s3-down s3-status bench-scale bench-s3 \
 	live-up live-workload live-drain live-down live-status test-live demo-live test-adapter
 
@@ -35,6 +36,7 @@ help:
 	@echo "make test    run every test (pytest with real Spark + Iceberg, dbt data tests); of the kill points, a smoke subset"
 	@echo "make test-adapter  dbt Labs' adapter test suite with the project's macros, every class (README 'Writing your own models')"
 	@echo "make faults  the fault-injection suite: a run killed (SIGKILL) at every kill point, then repaired by the next"
+	@echo "make fuzz    damaged raw files (FUZZ_EXAMPLES=20000 hypothesis cases without Spark), then every corpus case with Spark"
 	@echo "make lint    sqlfluff, ruff, the import layers of python_hooks and the pre-commit checks"
 	@echo "make docs    build the dbt docs site (target/index.html and target/static_index.html)"
 	@echo "make docs-serve  serve it on http://localhost:$(DOCS_PORT)"
@@ -167,7 +169,7 @@ maintain: install check-java
 	$(BIN)/python -m python_hooks maintain
 
 test: install check-java cluster-packages
-	$(BIN)/python -m pytest tests/pytest -m "not faults_full and not adapter_suite_full" --durations=40
+	$(BIN)/python -m pytest tests/pytest -m "not faults_full and not adapter_suite_full and not fuzz_full" --durations=40
 
 # dbt Labs' adapter test suite with the project's macros (tests/pytest/adapter_suite/, README "Writing your own
 # models"), every class of it; make test runs it too, but for the classes marked adapter_suite_full.
@@ -177,6 +179,15 @@ test-adapter: install check-java
 # Every kill point (tests/pytest/test_faults.py); make test runs its smoke subset.
 faults: install check-java
 	$(BIN)/python -m pytest tests/pytest/test_faults.py
+
+# Damaged raw files (tests/pytest/fuzz/, README "Operations"): hypothesis on the Python side with FUZZ_EXAMPLES
+# cases (fresh random ones each time), then every recipe of the corpus through Spark; make test runs a smoke subset.
+fuzz: install check-java
+	rm -f data/fuzz-python.jsonl data/fuzz-spark.jsonl; mkdir -p data
+	FUZZ_EXAMPLES=$(or $(FUZZ_EXAMPLES),20000) FUZZ_RANDOM=1 FUZZ_REPORT=data/fuzz-python.jsonl \
+	  $(BIN)/python -m pytest tests/pytest/unit/test_fuzz_raw_files.py --hypothesis-show-statistics -q
+	FUZZ_REPORT=data/fuzz-spark.jsonl $(BIN)/python -m pytest tests/pytest/test_fuzz_pipeline.py --durations=10
+	PYTHONPATH=tests/pytest $(BIN)/python -m fuzz.figures data/fuzz-python.jsonl data/fuzz-spark.jsonl
 
 # The benchmark (bench/README.md): 5M rows and 1% batches by default; BENCH_ROWS etc. to scale it.
 bench: install check-java

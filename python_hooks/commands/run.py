@@ -43,7 +43,7 @@ from python_hooks.project.meta import BATCH_LOG, ERASURE_REGISTER, RECTIFICATION
 from python_hooks.project.session import Session, SessionError, dbt_runner
 from python_hooks.project.sql import quoted_relation, sql_string
 from python_hooks.project.storage import StorageError, location
-from python_hooks.project.tables import cdc_tables
+from python_hooks.project.tables import CdcTable, cdc_tables
 from python_hooks.project.warehouse import Warehouse, state_dir
 
 log = logging.getLogger(__name__)
@@ -99,12 +99,10 @@ def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False, rebu
         if single_writer:  # on a shared target another run may change a view meanwhile: built every run
             views, unchanged = _staging_views(warehouse, session.manifest, tables, idle, result.staging_inputs)
     for table in (t for t in tables if is_listed_here(t.folder)):
-        for path in empty_files(table.folder):
-            result.problems.append(
-                f"{table.model} (source {table.source}): raw file {path} is empty (0 bytes): an upload still in"
-                " progress, or one that failed. Spark skips such a file, so it would never be applied: replace it"
-                " with the complete file under the same name, or delete it. The table was not changed."
-            )
+        empty = empty_file_refusals(table)
+        if empty:  # one line per file: this one says more than the footer's that evolve gave it
+            named = {str(path.location) for path in empty_files(table.folder)}
+            result.problems[:] = [p for p in result.problems if not any(n in p for n in named)] + empty
             result.blocked_models.update({table.staging_model, table.model})
     for change in result.applied:  # each ALTER was printed as it ran; schema_evolution_log records it
         log.debug(
@@ -145,6 +143,16 @@ def check_object_store(environ: Mapping[str, str]) -> None:
     for name in names:
         if environ.get(name):
             location(environ[name]).check()
+
+
+def empty_file_refusals(table: CdcTable) -> list[str]:
+    """One refusal per raw file of 0 bytes in the table's folder (landing/files.py: empty_files)."""
+    return [
+        f"{table.model} (source {table.source}): raw file {path} is empty (0 bytes): an upload still in"
+        " progress, or one that failed. Spark skips such a file, so it would never be applied: replace it"
+        " with the complete file under the same name, or delete it. The table was not changed."
+        for path in empty_files(table.folder)
+    ]
 
 
 def _staging_views(warehouse: Warehouse, manifest, tables, idle: set[str], inputs: dict[str, str]):
@@ -360,7 +368,7 @@ def run_pipeline(
             log.error("the batch log has no row for the refused tables: %s", error)
     if progress is not None and found.manifest is not None:
         report(found, common_args)
-    for line in run_summary(result, found.problems, found.blocked):
+    for line in run_summary(result, found.problems, found.blocked, found.tables):
         log.error("%s", line)
     return bool(result.success) and found.ok
 

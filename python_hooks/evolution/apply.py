@@ -22,12 +22,22 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from python_hooks.evolution.footers import FooterCache, FooterReadError
-from python_hooks.evolution.plan import ColumnChange, Refusal, business_schema, decoded_schema, plan_schema_changes
+import pyarrow as pa
+
+from python_hooks.evolution.footers import FooterCache, FooterReadError, RawFile
+from python_hooks.evolution.plan import (
+    ColumnChange,
+    Plan,
+    Refusal,
+    SchemaShapeError,
+    business_schema,
+    decoded_schema,
+    plan_schema_changes,
+)
 from python_hooks.evolution.types import spark_type
 from python_hooks.landing.files import is_listed_here, raw_files
 from python_hooks.project import faults
@@ -87,8 +97,13 @@ def file_groups(
     return [groups[k] for k in sorted(groups)]
 
 
-def _refusal_message(refusal: Refusal, table: CdcTable) -> str:
-    return f"{refusal.message()} [model {table.model}, source {table.source}]"
+def _refusal_message(refusal: Refusal, table: CdcTable, file_types: dict[str, dict[str, str]]) -> str:
+    """A refusal, with the raw files whose column has the refused type (at most 3 named)."""
+    column, refused = refusal.column.lower(), refusal.new_type.lower()
+    files = sorted(name for name, types in file_types.items() if types.get(column, "").lower() == refused)
+    named = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    where = f" (raw file {named})" if files else ""
+    return f"{refusal.message()}{where} [model {table.model}, source {table.source}]"
 
 
 def evolve(
@@ -113,6 +128,39 @@ def evolve(
     return result
 
 
+@dataclass(frozen=True)
+class Inspection:
+    """What a table's raw files say before anything is changed: the problems that refuse the table, the
+    plan, the union schema and the per-file types (`FooterCache.file_types`). Pure but for the footers."""
+
+    problems: list[str]
+    plan: Plan | None = None
+    union: pa.Schema | None = None
+    incoming: pa.Schema | None = None
+    file_types: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+def inspect_table(table: CdcTable, files: Sequence[RawFile], cache: FooterCache, current) -> Inspection:
+    """Footers of `files` (oldest first) read through `cache`, their union checked (type conflicts, key
+    columns) and planned against the table's `current` columns (None: not created yet). A file whose
+    footer cannot be read is a FooterReadError naming it; every problem names the model and the file."""
+    key = str(table.folder)
+    union = cache.union_schema(key, files)
+    file_types = cache.file_types(key)
+    problems = [f"{conflict.message()} [model {table.model}, source {table.source}]" for conflict in union.conflicts]
+    problems += missing_keys(table, file_types)
+    try:
+        incoming = decoded_schema(
+            business_schema(union.schema, table.producer, table.timestamp_column), dict(table.decoded_types)
+        )
+    except SchemaShapeError as error:
+        return Inspection([*problems, f"{table.model} (source {table.source}): {error}"], None, union.schema)
+    relation = quoted_relation(table.schema, table.identifier)
+    plan = plan_schema_changes(relation, current, incoming, table.timestamp_column)
+    problems += [_refusal_message(refusal, table, file_types) for refusal in plan.refusals]
+    return Inspection(problems, plan, union.schema, incoming, file_types)
+
+
 def _evolve_table(
     warehouse: Warehouse, table: CdcTable, cache: FooterCache, result: EvolutionResult, group_rows
 ) -> None:
@@ -129,21 +177,14 @@ def _evolve_table(
         log.info("%s: no raw file yet", table.model)
         return
     key = str(table.folder)
-    union = cache.union_schema(key, files)
-    problems = [f"{conflict.message()} [model {table.model}, source {table.source}]" for conflict in union.conflicts]
-    problems += missing_keys(table, cache.file_types(key))
-    incoming = decoded_schema(
-        business_schema(union.schema, table.producer, table.timestamp_column), dict(table.decoded_types)
-    )
-    relation = quoted_relation(table.schema, table.identifier)
-    current = warehouse.columns(table.schema, table.identifier)
-    plan = plan_schema_changes(relation, current, incoming, table.timestamp_column)
-    problems += [_refusal_message(refusal, table) for refusal in plan.refusals]
-    if problems:
+    found = inspect_table(table, files, cache, warehouse.columns(table.schema, table.identifier))
+    problems, plan, incoming = found.problems, found.plan, found.incoming
+    if problems or plan is None or incoming is None or found.union is None:
         result.problems.extend(problems)
         result.blocked_models.update({table.staging_model, table.model})
         log.error("%s: %d refused schema change(s); this table is not evolved nor built", table.model, len(problems))
         return
+    union = found.union
     # Logged first, then applied: a crash between leaves a logged change that the next run applies
     # (and does not log again), never an applied change without its log row.
     _write_log(warehouse, result.run_id, plan.changes)
@@ -152,14 +193,14 @@ def _evolve_table(
         warehouse.execute(change.sql())
         result.applied.append(change)
         faults.point("during_schema_evolution", table.identifier)  # between two ALTERs
-    raw_types = {name.lower(): t for name, t in _spark_types(union.schema)}
+    raw_types = {name.lower(): t for name, t in _spark_types(union)}
     groups = file_groups(table.folder, cache.file_types(key), raw_types)
     if len(groups) > 1:
         log.info("%s: raw files hold %d type variants: staging reads them separately", table.model, len(groups))
         business_types = json.dumps({name.lower(): t for name, t in _spark_types(incoming)})
         group_rows[table.staging_model] = [(i, g, business_types) for i, g in enumerate(groups)]
     result.staging_inputs[table.staging_model] = json.dumps(
-        [union.schema.to_string(show_field_metadata=False, show_schema_metadata=False), group_rows[table.staging_model]]
+        [union.to_string(show_field_metadata=False, show_schema_metadata=False), group_rows[table.staging_model]]
     )
 
 

@@ -64,20 +64,26 @@ RawFile = StoredFile | Location | str | os.PathLike[str]
 
 
 def read_footer(file: RawFile) -> pa.Schema:
-    """The Arrow schema of a Parquet file's footer; FooterReadError naming the file if it has none."""
+    """The Arrow schema of a Parquet file's footer; FooterReadError naming the file, and saying in words
+    what is wrong with it, if it has none or its columns cannot be told apart."""
     path = location(file)
     try:
         schema = pq.read_schema(path.path, filesystem=path.filesystem)
     except StorageError as error:
         raise FooterReadError(f"cannot read the Parquet footer of {path}: {error}") from error
     except Exception as error:  # pyarrow raises OSError, ArrowInvalid, ... for a bad or missing file
-        reason = path.failure(error) if isinstance(error, OSError) and path.is_s3 else error
+        reason = path.failure(error) if isinstance(error, OSError) and path.is_s3 else _damage(path, error)
         raise FooterReadError(f"cannot read the Parquet footer of {path}: {reason}") from error
     if len(schema) == 0:
         raise FooterReadError(f"the Parquet file {path} has no columns")
     spellings: dict[str, str] = {}
     for name in schema.names:
         first = spellings.setdefault(name.lower(), name)
+        if first == name and schema.names.count(name) > 1:
+            raise FooterReadError(
+                f"the Parquet file {path} has {schema.names.count(name)} columns named {name!r}: Spark cannot"
+                " tell them apart; the producer wrote the column twice: write the file with it once"
+            )
         if first != name:
             raise FooterReadError(
                 f"the Parquet file {path} has columns {first!r} and {name!r}, which differ only in case: Spark"
@@ -85,6 +91,42 @@ def read_footer(file: RawFile) -> pa.Schema:
                 " spelling"
             )
     return schema
+
+
+_MAGIC = b"PAR1"
+
+
+def _damage(path: Location, error: Exception) -> str:
+    """Why pyarrow could not read a file's footer, in words, from the file's first and last bytes: a
+    Parquet file is `PAR1`, its pages, its footer, the footer's length (4 bytes), `PAR1`."""
+    detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    try:
+        with path.filesystem.open_input_file(path.path) as stream:
+            size = stream.size()
+            head = stream.read_at(4, 0) if size >= 4 else b""
+            tail = stream.read_at(8, size - 8) if size >= 8 else b""
+    except Exception:  # noqa: BLE001 - only an explanation: pyarrow's own words then
+        return f"the file is not a readable Parquet file ({detail})"
+    damaged = " (an upload in progress or one that failed, or damaged in storage)"
+    if size < 12:
+        return f"it has {size} bytes, fewer than the smallest Parquet file (12): it is cut short{damaged}"
+    if head != _MAGIC:
+        return (
+            f"it does not begin with Parquet's marker 'PAR1' (it begins with {head!r}): it is not a Parquet file,"
+            f" or its start is damaged"
+        )
+    if tail[4:] != _MAGIC:
+        return f"it does not end with Parquet's marker 'PAR1': it is cut short{damaged}"
+    length = int.from_bytes(tail[:4], "little")
+    if length > size - 12:
+        return (
+            f"its footer length says {length} bytes but the file holds {size} bytes in all: it is cut short or its"
+            f" end is damaged{damaged}"
+        )
+    return (
+        f"its footer (the file's metadata: columns, types, where the pages are) is damaged and cannot be"
+        f" decoded{damaged}; pyarrow says: {detail}"
+    )
 
 
 def read_union_schema(paths: Iterable[RawFile]) -> UnionSchema:

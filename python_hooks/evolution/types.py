@@ -69,6 +69,11 @@ def spark_type(arrow_type: pa.DataType) -> str | None:
     if pa.types.is_fixed_size_binary(arrow_type):
         return "binary"
     if pa.types.is_timestamp(arrow_type):
+        if arrow_type.unit == "ns":  # Spark 3.5 refuses Parquet's TIMESTAMP(NANOS) ("Illegal Parquet type")
+            raise UnsupportedTypeError(
+                f"Arrow type {arrow_type} (a Parquet timestamp in nanoseconds) cannot be read by Spark 3.5:"
+                " write timestamps in microseconds or milliseconds"
+            )
         return "timestamp"
     if pa.types.is_dictionary(arrow_type) and pa.types.is_string(arrow_type.value_type):
         return "string"

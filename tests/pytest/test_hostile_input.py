@@ -4,8 +4,8 @@ Each test applies the sample's stages 1-2 to the CRM tables (`make run`: python_
 lands stage 3 with one of its crm.customer_address files replaced by a bad version, and runs again:
 - a bad file is refused: the run fails, and its last lines (after dbt's summary) name the file, the
   table and, where there is one, the column and the offending value; customer_master, beside it,
-  takes stage 3 whole; customer_address is exactly as before, with no new snapshot and no ledger row
-  for the refused batch;
+  takes stage 3 whole; customer_address is exactly as before: its rows, columns and snapshots, its ledger
+  and its batch log but for one 'refused' row (helpers/refusal.py);
 - the file is then fixed (its good version written under the same name) and the next run applies it:
   every table equals the replay of every raw file.
 A file that is odd but not wrong (no rows, a name that does not sort as a timestamp, names with
@@ -25,8 +25,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from helpers.refusal import assert_changed_nothing, table_state
 from helpers.runs import batch_log
-from helpers.tables import assert_same_table, snapshot_ids, table_rows
+from helpers.tables import assert_same_table, table_rows
 from oracles.replay_dms import replay
 from sample_data import dms
 
@@ -120,9 +121,9 @@ def _land_stages(dbt, spark, schema: str, landing: Path) -> None:
 def test_bad_file_is_refused_then_applied_once_fixed(dbt, spark, schema, tmp_path, caplog, kind):
     landing = tmp_path / "landing"
     _land_stages(dbt, spark, schema, landing)
+    relation = f"{schema}_current.crm__customer_address"
     before = _actual(spark, schema, "customer_address")
-    snapshots_before = snapshot_ids(spark, f"{schema}_current.crm__customer_address")
-    ledger_before = [r for r in _ledger(spark, schema) if r[0] == "crm__customer_address"]
+    state_before = table_state(spark, schema, "crm__customer_address", relation)
 
     dms.write_stage(landing, 3)
     bad = _folder(landing, "customer_address") / BAD_NAME
@@ -145,8 +146,8 @@ def test_bad_file_is_refused_then_applied_once_fixed(dbt, spark, schema, tmp_pat
         _actual(spark, schema, "customer_master"), _expected(landing, "customer_master"), f"{kind}: the other table"
     )
     assert _actual(spark, schema, "customer_address") == before, f"{kind}: the refused table changed"
-    assert snapshot_ids(spark, f"{schema}_current.crm__customer_address") == snapshots_before
-    assert [r for r in _ledger(spark, schema) if r[0] == "crm__customer_address"] == ledger_before
+    # rows, columns, snapshots, ledger, batch log (helpers/refusal.py)
+    assert_changed_nothing(state_before, table_state(spark, schema, "crm__customer_address", relation), kind)
     # The batch log: a 'refused' row for the table, naming the file, counting nothing as applied
     refused = batch_log(spark, schema)["crm__customer_address"][-1]
     assert refused["status"] == "refused" and refused["files_refused"] >= 1 and BAD_NAME in refused["refusal"], refused

@@ -111,3 +111,45 @@ def test_the_state_tables_refused_on_s3_are_the_one_line_the_python_side_says(mo
     with pytest.raises(SessionError) as other:
         create_meta_tables(Runner("Database Error: something else"), [])
     assert str(other.value) == META_FAILED
+
+
+def test_a_raw_file_spark_cannot_read_is_one_line_naming_file_and_table():
+    """Spark's words for an unreadable data page fail every node that reads the file (the staging view's
+    tests first): one line for them all, naming the file and its table, in words (issue 29)."""
+    folder = "/tmp/l and 'q'/dms/crm/customer_address"
+    message = (
+        "Runtime Error in test not_null_stg_crm__customer_address__cdc_seq (models/staging/crm/_crm__models.yml)\n"
+        "  An error occurred while calling o556.collectToPython.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 1788.0 failed 1 times,"
+        " most recent failure: Lost task 0.0: org.apache.spark.SparkException: Encountered error while reading file"
+        f" file://{folder.replace(' ', '%20')}/20261103-101000000.parquet. Details:\n"
+        "\tat org.apache.spark.sql.errors.QueryExecutionErrors$.cannotReadFilesError(QueryExecutionErrors.scala:863)\n"
+        "Caused by: java.io.IOException: FAILED_TO_UNCOMPRESS(5)\n"
+    )
+    table = SimpleNamespace(
+        folder=folder,
+        model="crm__customer_address",
+        staging_model="stg_crm__customer_address",
+        source="crm.customer_address",
+    )
+    other = SimpleNamespace(
+        folder="/tmp/l/dms/crm/customer_master", model="crm__customer_master", staging_model="stg_x", source="crm.x"
+    )
+    result = _result(("not_null_stg_crm__customer_address__cdc_seq", "error", message),
+                     ("expression_is_true_stg_crm__customer_address__cdc_seq", "error", message),
+                     ("accepted_values_stg_crm__customer_address__op", "error",
+                      "An error occurred while calling o1198.collectToPython.\n: org.apache.spark.SparkException: x"),
+                     ("crm__customer_address", "skipped", None))  # fmt: skip
+    # the third test's Spark message names no file: it reads the same staging view, so it joins the line
+    result.result.results[2].node.depends_on = SimpleNamespace(nodes=["model.p.stg_crm__customer_address"])
+    lines = run_summary(result, [], set(), [other, table])
+    naming = [line for line in lines if "20261103-101000000.parquet" in line]
+    assert naming == [
+        f"failed: crm__customer_address (source crm.customer_address): raw file {folder}/20261103-101000000.parquet"
+        " could not be read: its Parquet pages or footer do not decode (damaged in storage or by its producer, or"
+        " cut short), or a Hadoop checksum file beside it (.<name>.crc) is damaged; nothing of the batch was"
+        " applied. Replace it with a good copy under the same name (and delete a stale .crc), or delete it"
+        " (Spark says: FAILED_TO_UNCOMPRESS(5)); it failed not_null_stg_crm__customer_address__cdc_seq,"
+        " expression_is_true_stg_crm__customer_address__cdc_seq, accepted_values_stg_crm__customer_address__op"
+    ], lines
+    assert not any("o556" in line or "o1198" in line or "org.apache" in line for line in lines), lines
