@@ -27,6 +27,14 @@ from helpers.paths import PROJECT
 
 
 @pytest.fixture(scope="class")
+def environment(request):
+    """As the suite's (os.environ, which dbt's invocation context reads), once the run's target is up: the
+    cluster fixture sets CDC_THRIFT_PORT, which the first class's context must see too."""
+    request.getfixturevalue("spark" if SUITE_TARGET == "local" else "cluster")
+    return os.environ
+
+
+@pytest.fixture(scope="class")
 def dbt_profile_target(request) -> dict:
     """The project's output of SUITE_TARGET, rendered (env_var) as `dbt` renders profiles/profiles.yml.
     Local: needs the run's SparkSession first, so that it is created once, from the project's profile,
