@@ -21,7 +21,7 @@ BIN := $(VENV)/bin
 # their defaults, made absolute, from python_hooks/project/env.py, which every Python of the venv applies.
 export DBT_PROFILES_DIR := $(CURDIR)/profiles
 
-.PHONY: help install check-java system-packages cluster-packages demo run status maintain test faults fuzz bench lint docs docs-serve clean \
+.PHONY: help install check-java system-packages cluster-packages demo run status maintain test test-adapter-cluster faults fuzz bench lint docs docs-serve clean \
 	cluster-up cluster-down cluster-status s3-up s3-down s3-status bench-scale bench-s3 \
 	live-up live-workload live-drain live-down live-status test-live demo-live test-adapter
 
@@ -35,6 +35,7 @@ help:
 	@echo "make maintain  compact, rewrite manifests, expire snapshots (+cdc_retention), remove orphan files"
 	@echo "make test    run every test (pytest with real Spark + Iceberg, dbt data tests); of the kill points, a smoke subset"
 	@echo "make test-adapter  dbt Labs' adapter test suite with the project's macros, every class (README 'Writing your own models')"
+	@echo "make test-adapter-cluster  the same on the cluster target (a cluster of its own, warehouse on a local S3 server)"
 	@echo "make faults  the fault-injection suite: a run killed (SIGKILL) at every kill point, then repaired by the next"
 	@echo "make fuzz    damaged raw files (FUZZ_EXAMPLES=20000 hypothesis cases without Spark), then every corpus case with Spark"
 	@echo "make lint    sqlfluff, ruff, the import layers of python_hooks and the pre-commit checks"
@@ -175,6 +176,10 @@ test: install check-java cluster-packages
 # models"), every class of it; make test runs it too, but for the classes marked adapter_suite_full.
 test-adapter: install check-java
 	$(BIN)/python -m pytest tests/pytest/adapter_suite --durations=20
+
+# The same suite on the cluster target: a cluster of its own (warehouse on a local S3 server), stopped after.
+test-adapter-cluster: install check-java cluster-packages
+	ADAPTER_SUITE_TARGET=cluster $(BIN)/python -m pytest tests/pytest/adapter_suite --durations=20
 
 # Every kill point (tests/pytest/test_faults.py); make test runs its smoke subset.
 faults: install check-java

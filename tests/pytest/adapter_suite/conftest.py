@@ -1,5 +1,8 @@
 """dbt Labs' standard adapter tests (PyPI dbt-tests-adapter) on this project's local target, with the
 project's macros loaded: what an analyst's own models get (issue 30, README "Writing your own models").
+ADAPTER_SUITE_TARGET=cluster (`make test-adapter-cluster`) runs them on the cluster target instead: a cluster
+of the run's own, its warehouse on a local S3 server (the `cluster` fixture of tests/pytest/conftest.py),
+through the Thrift Server as the project's `cluster` output reaches it.
 
 The suite's fixtures (dbt.tests.fixtures.project) write a small dbt project and a profile per test class
 and run dbt in this process. Here they are pointed at the run's one SparkSession: the profile is the
@@ -19,18 +22,29 @@ from dbt.tests.fixtures.project import *  # noqa: F403 (the suite's fixtures, fo
 from dbt.tests.util import write_file
 from dbt_common.tests import disable_test_caching
 
+from helpers.adapter_suite import SUITE_TARGET
 from helpers.paths import PROJECT
 
 
 @pytest.fixture(scope="class")
-def dbt_profile_target(spark) -> dict:
-    """The project's local output, rendered (env_var) as `dbt` renders profiles/profiles.yml. Needs the
-    run's SparkSession first, so that it is created once, from the project's profile, whatever runs first."""
+def environment(request):
+    """As the suite's (os.environ, which dbt's invocation context reads), once the run's target is up: the
+    cluster fixture sets CDC_THRIFT_PORT, which the first class's context must see too."""
+    request.getfixturevalue("spark" if SUITE_TARGET == "local" else "cluster")
+    return os.environ
+
+
+@pytest.fixture(scope="class")
+def dbt_profile_target(request) -> dict:
+    """The project's output of SUITE_TARGET, rendered (env_var) as `dbt` renders profiles/profiles.yml.
+    Local: needs the run's SparkSession first, so that it is created once, from the project's profile,
+    whatever runs first. Cluster: the run's cluster first (it sets CDC_THRIFT_PORT, which the output reads)."""
     from dbt.config.profile import read_profile
     from dbt.config.renderer import ProfileRenderer
 
+    request.getfixturevalue("spark" if SUITE_TARGET == "local" else "cluster")
     raw = read_profile(str(PROJECT / "profiles"))
-    return ProfileRenderer({}).render_data(raw["cdc_lakehouse"]["outputs"]["local"])
+    return ProfileRenderer({}).render_data(raw["cdc_lakehouse"]["outputs"][SUITE_TARGET])
 
 
 @pytest.fixture(scope="class")

@@ -13,6 +13,7 @@ from urllib.parse import urlparse
 import pytest
 from dbt.tests.util import get_manifest, run_dbt, write_file
 
+from helpers.adapter_suite import LOCAL_FILES_ONLY
 from helpers.paths import PROJECT
 
 # An empty cell in each column, a quote, a backslash, a comma, the text None (a string) and null (null to dbt).
@@ -125,6 +126,7 @@ class TestMaterializationSwitches:
             described = {row[0]: row[1] for row in project.run_sql(f"describe table extended {relation}", fetch="all")}
             assert (described["Type"] == "VIEW") == (kind == "view"), (config, described["Type"])
 
+    @LOCAL_FILES_ONLY
     @pytest.mark.xfail(
         strict=True,
         reason="an Iceberg table's folder keeps empty data/ and metadata/ folders after `drop table purge` on a local "
@@ -137,6 +139,7 @@ class TestMaterializationSwitches:
             run_dbt(["run"])
 
 
+@LOCAL_FILES_ONLY
 class TestDropDeletesFiles:
     """A non-Iceberg managed table's folder goes with it when a model drops it (drop_relation.sql: `purge`;
     without it SparkSessionCatalog keeps the files, apache/iceberg#12790), and an Iceberg table's files too."""
