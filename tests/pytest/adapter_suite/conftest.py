@@ -35,14 +35,13 @@ def environment(request):
 
 
 @pytest.fixture(scope="class")
-def dbt_profile_target(request) -> dict:
-    """The project's output of SUITE_TARGET, rendered (env_var) as `dbt` renders profiles/profiles.yml.
-    Local: needs the run's SparkSession first, so that it is created once, from the project's profile,
-    whatever runs first. Cluster: the run's cluster first (it sets CDC_THRIFT_PORT, which the output reads)."""
+def dbt_profile_target(environment) -> dict:
+    """The project's output of SUITE_TARGET, rendered (env_var) as `dbt` renders profiles/profiles.yml,
+    once the target is up (`environment`). Local: the run's SparkSession is created once, from the project's
+    profile, whatever runs first. Cluster: the run's cluster sets CDC_THRIFT_PORT, which the output reads."""
     from dbt.config.profile import read_profile
     from dbt.config.renderer import ProfileRenderer
 
-    request.getfixturevalue("spark" if SUITE_TARGET == "local" else "cluster")
     raw = read_profile(str(PROJECT / "profiles"))
     return ProfileRenderer({}).render_data(raw["cdc_lakehouse"]["outputs"][SUITE_TARGET])
 
