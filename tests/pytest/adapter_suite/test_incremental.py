@@ -25,10 +25,8 @@ COLUMN_REMOVED = pytest.mark.xfail(
 ICEBERG_MERGE = {"models": {"+file_format": "iceberg", "+incremental_strategy": "merge"}}
 
 
-class TestIncrementalOnSchemaChangeIceberg(BaseIncrementalOnSchemaChange):
-    @pytest.fixture(scope="class")
-    def project_config_update(self):
-        return {"models": {**ICEBERG_MERGE["models"], "+unique_key": "id"}}
+class OnSchemaChangeOnIceberg(BaseIncrementalOnSchemaChange):
+    """The suite's on_schema_change class with its two column-removal tests marked COLUMN_REMOVED."""
 
     @COLUMN_REMOVED
     def test_run_incremental_append_new_columns(self, project):
@@ -39,20 +37,18 @@ class TestIncrementalOnSchemaChangeIceberg(BaseIncrementalOnSchemaChange):
         super().test_run_incremental_sync_all_columns(project)
 
 
-class TestIncrementalOnSchemaChangeAppend(BaseIncrementalOnSchemaChange):
+class TestIncrementalOnSchemaChangeIceberg(OnSchemaChangeOnIceberg):
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return {"models": {**ICEBERG_MERGE["models"], "+unique_key": "id"}}
+
+
+class TestIncrementalOnSchemaChangeAppend(OnSchemaChangeOnIceberg):
     """The append strategy on Iceberg: the columns change as on_schema_change says, rows are appended."""
 
     @pytest.fixture(scope="class")
     def project_config_update(self):
         return {"models": {"+file_format": "iceberg", "+incremental_strategy": "append"}}
-
-    @COLUMN_REMOVED
-    def test_run_incremental_append_new_columns(self, project):
-        super().test_run_incremental_append_new_columns(project)
-
-    @COLUMN_REMOVED
-    def test_run_incremental_sync_all_columns(self, project):
-        super().test_run_incremental_sync_all_columns(project)
 
 
 @pytest.mark.xfail(
