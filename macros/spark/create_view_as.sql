@@ -8,8 +8,17 @@
       to a non-Iceberg table (no `file_format`, or parquet) then fails with LOCATION_ALREADY_EXISTS,
       which is why dbt-spark skips its own test of this on the session method. The view's metadata goes
       to <schema>/_views/<name>/ instead (its `location` property), where no table ever goes.
+    - on the local target, the embedded Derby metastore stores a view's SQL in a LONG VARCHAR column of at most
+      32,700 characters: a longer view failed deep in the metastore (Iceberg's CommitStateUnknownException,
+      "A truncation error was encountered trying to shrink LONG VARCHAR"). It is refused before, in words.
     Otherwise as upstream (column docs, comment, contract). -#}
 {% macro spark__create_view_as(relation, sql) -%}
+    {%- if execute and (sql | length) > 32700 and cdc_metastore_is_derby() -%}
+        {{ exceptions.raise_compiler_error(
+            "view " ~ relation ~ ": its SQL is " ~ (sql | length) ~ " characters, and the local target's "
+            ~ "embedded metastore stores at most 32,700 for a view; materialize it as a table (or ephemeral), "
+            ~ "or build it on the cluster target") }}
+    {%- endif -%}
     {%- if execute -%}
         {%- do cdc_execute('drop view if exists ' ~ relation) -%}
     {%- endif -%}
@@ -44,4 +53,12 @@
         {{ exceptions.raise_compiler_error('no location for schema ' ~ relation.schema ~ ': cannot place view ' ~ relation) }}
     {%- endif -%}
     {{ found.location.rstrip('/') }}/_views/{{ relation.identifier }}
+{%- endmacro %}
+
+
+{% macro cdc_metastore_is_derby() -%}
+    {#- True on the local target: its metastore is embedded Derby, whose JDBC driver its profile names
+        (profiles/profiles.yml; Spark redacts the connection URL). -#}
+    {%- set rows = run_query('set spark.hadoop.javax.jdo.option.ConnectionDriverName').rows -%}
+    {{ return((rows | length) > 0 and 'derby' in (rows[0][1] | string | lower)) }}
 {%- endmacro %}

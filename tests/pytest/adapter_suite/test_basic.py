@@ -18,11 +18,15 @@ from dbt.tests.adapter.basic.test_singular_tests_ephemeral import BaseSingularTe
 from dbt.tests.adapter.basic.test_snapshot_check_cols import BaseSnapshotCheckCols
 from dbt.tests.adapter.basic.test_snapshot_timestamp import BaseSnapshotTimestamp
 
+from helpers.adapter_suite import EMPTIED_FOLDERS_KEPT
+
 ICEBERG_SNAPSHOTS = {"seeds": {"+file_format": "iceberg"}, "snapshots": {"+file_format": "iceberg"}}
 
 
 class TestSimpleMaterializations(BaseSimpleMaterializations):
-    pass
+    @EMPTIED_FOLDERS_KEPT
+    def test_base(self, project):
+        super().test_base(project)
 
 
 class TestSingularTests(BaseSingularTests):

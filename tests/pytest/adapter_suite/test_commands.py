@@ -13,11 +13,25 @@ from dbt.tests.adapter.unit_testing.test_case_insensitivity import BaseUnitTestC
 from dbt.tests.adapter.unit_testing.test_invalid_input import BaseUnitTestInvalidInput
 from dbt.tests.adapter.unit_testing.test_types import BaseUnitTestingTypes
 
+from helpers.adapter_suite import EMPTIED_FOLDERS_KEPT
+
 # make test leaves this module out for its time (README "Writing your own models"); make test-adapter runs it.
 pytestmark = pytest.mark.adapter_suite_full
 
 
 class TestShowLimit(BaseShowLimit):
+    # Each case builds the class's project again: its non-Iceberg seed is dropped and created again from the second on.
+    @pytest.mark.parametrize(
+        "args,expected",
+        [
+            ([], 5),
+            pytest.param(["--limit", 3], 3, marks=EMPTIED_FOLDERS_KEPT),
+            pytest.param(["--limit", -1], 7, marks=EMPTIED_FOLDERS_KEPT),
+        ],
+    )
+    def test_limit(self, project, args, expected):
+        super().test_limit(project, args, expected)
+
     pass
 
 

@@ -1,19 +1,19 @@
 """What an analyst's own models hit on this stack and the project's overrides fix (issue 30), each proved
 on the local target through dbt, in the suite's small projects with the project's macros loaded:
 seeds (macros/spark/seed.sql), a model changing materialization (macros/spark/create_view_as.sql,
-drop_relation.sql) and a snapshot with a list unique_key (macros/snapshot/snapshot.sql)."""
+drop_relation.sql), a snapshot with a list unique_key (macros/snapshot/snapshot.sql) and run_query of a DDL
+statement (macros/spark/run_query.sql, which the cluster target needs)."""
 
 from __future__ import annotations
 
-import datetime as dt
-from decimal import Decimal
+import itertools
 from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-from dbt.tests.util import get_manifest, run_dbt, write_file
+from dbt.tests.util import get_manifest, run_dbt, run_dbt_and_capture, write_file
 
-from helpers.adapter_suite import LOCAL_FILES_ONLY
+from helpers.adapter_suite import EMPTIED_FOLDERS_KEPT, LOCAL_FILES_ONLY, SUITE_TARGET
 from helpers.paths import PROJECT
 
 # An empty cell in each column, a quote, a backslash, a comma, the text None (a string) and null (null to dbt).
@@ -25,18 +25,30 @@ SEED_CSV = """id,name,amount,flag,day,at
 5,None,,,,
 6,null,0,false,2024-12-31,2024-12-31 23:59:59
 """
+# As read back: each value as Spark's `cast(... as string)` writes it (the same through the session and through PyHive,
+# which returns dates, timestamps and decimals as text), and the columns' types beside.
+SEED_TYPES = ["bigint", "string", "decimal(10,2)", "boolean", "date", "timestamp"]
 SEED_EXPECTED = [
-    (1, "plain", Decimal("1.50"), True, dt.date(2024, 1, 31), dt.datetime(2024, 1, 31, 10, 20, 30)),
-    (2, None, Decimal("2.00"), False, None, None),
-    (3, "O'Brien \\ co", None, None, dt.date(2024, 2, 29), None),
-    (4, "a, b", Decimal("-0.25"), True, dt.date(2024, 3, 1), dt.datetime(2024, 3, 1, 0, 0, 1)),
-    (5, "None", None, None, None, None),
-    (6, None, Decimal("0.00"), False, dt.date(2024, 12, 31), dt.datetime(2024, 12, 31, 23, 59, 59)),
+    ("1", "plain", "1.50", "true", "2024-01-31", "2024-01-31 10:20:30"),
+    ("2", None, "2.00", "false", None, None),
+    ("3", "O'Brien \\ co", None, None, "2024-02-29", None),
+    ("4", "a, b", "-0.25", "true", "2024-03-01", "2024-03-01 00:00:01"),
+    ("5", "None", None, None, None, None),
+    ("6", None, "0.00", "false", "2024-12-31", "2024-12-31 23:59:59"),
 ]
 
 
 def _rows(project, relation: str) -> list[tuple]:
     return [tuple(row) for row in project.run_sql(f"select * from {relation} order by 1", fetch="all")]
+
+
+def _seed_rows(project, relation: str) -> tuple[list[str], list[tuple]]:
+    """The seed's column types, and its rows with every value as text (SEED_EXPECTED)."""
+    described = project.run_sql(f"describe table {relation}", fetch="all")
+    columns = list(itertools.takewhile(lambda row: row[0] and not row[0].startswith("#"), described))
+    text = ", ".join(f"cast(`{row[0]}` as string)" for row in columns)
+    rows = project.run_sql(f"select {text} from {relation} order by id", fetch="all")
+    return [row[1] for row in columns], [tuple(row) for row in rows]
 
 
 def _write_model(project, name: str, config: str, version: int) -> None:
@@ -54,7 +66,13 @@ class TestProjectMacrosLoaded:
     def test_overrides_come_from_the_project(self, project):
         run_dbt(["parse"])
         macros = get_manifest(project.project_root).macros
-        for name in ("spark__drop_relation", "spark__create_view_as", "spark__load_csv_rows"):
+        for name in (
+            "spark__drop_relation",
+            "spark__drop_schema",
+            "spark__create_view_as",
+            "spark__load_csv_rows",
+            "run_query",
+        ):
             (macro,) = [m for m in macros.values() if m.name == name and m.package_name == "test"]
             assert str(PROJECT / "macros") in macro.original_file_path, macro.original_file_path
 
@@ -83,10 +101,45 @@ class TestSeedEmptyCells:
         results = run_dbt(["seed"])
         assert len(results) == 2
         for seed in ("plain", "on_iceberg"):
-            assert _rows(project, f"{project.test_schema}.{seed}") == SEED_EXPECTED, seed
-        # A second load (dbt build reloads a seed) gives the same rows, not twice as many.
-        run_dbt(["seed"])
-        assert _rows(project, f"{project.test_schema}.plain") == SEED_EXPECTED
+            assert _seed_rows(project, f"{project.test_schema}.{seed}") == (SEED_TYPES, SEED_EXPECTED), seed
+
+    def test_iceberg_reloaded_same_rows(self, project):
+        """A second load (dbt build reloads a seed) gives the same rows, not twice as many."""
+        run_dbt(["seed", "--select", "on_iceberg"])
+        assert _seed_rows(project, f"{project.test_schema}.on_iceberg") == (SEED_TYPES, SEED_EXPECTED)
+
+    @EMPTIED_FOLDERS_KEPT  # dbt-spark reloads a seed by dropping its table and creating it again
+    def test_plain_reloaded_same_rows(self, project):
+        run_dbt(["seed", "--select", "plain"])
+        assert _seed_rows(project, f"{project.test_schema}.plain") == (SEED_TYPES, SEED_EXPECTED)
+
+
+RUN_QUERY_MACRO = """
+{% macro probe_run_query() %}
+    {%- set table = target.schema ~ '.probed' -%}
+    {%- set created = run_query('/* made by the probe */\n  create table ' ~ table ~ ' (id int) using iceberg') -%}
+    {%- set inserted = run_query('insert into ' ~ table ~ ' values (2), (1)') -%}
+    {%- set selected = run_query('-- read back\nselect id from ' ~ table ~ ' order by id') -%}
+    {%- set shown = run_query('show tables in ' ~ target.schema) -%}
+    {%- set ids = selected.columns[0].values() | map('int') | list -%}
+    {{ log('probe: ' ~ created.rows | length ~ ' ' ~ inserted.rows | length ~ ' ' ~ ids
+           ~ ' ' ~ ('probed' in shown.columns[1].values()), info=True) }}
+{% endmacro %}
+"""
+
+
+class TestRunQueryStatements:
+    """dbt-labs/dbt-adapters#481: run_query of a DDL or DML statement gives an empty table (through the Thrift
+    Server, PyHive failed to fetch its result), and of a query its rows, whatever comments lead it."""
+
+    @pytest.fixture(scope="class")
+    def macros(self):
+        return {"probe_run_query.sql": RUN_QUERY_MACRO}
+
+    def test_statements_and_queries(self, project):
+        _, output = run_dbt_and_capture(["run-operation", "probe_run_query"])
+        assert "probe: 0 0 [1, 2] True" in output, output[-2000:]
+        assert _rows(project, f"{project.test_schema}.probed") == [(1,), (2,)]
 
 
 MODEL_SQL = "{{{{ config({config}) }}}}\nselect {version} as id, 'v{version}' as version"
@@ -117,6 +170,7 @@ class TestMaterializationSwitches:
     def models(self):
         return {"switching.sql": MODEL_SQL.format(config=SWITCHES[0][0], version=0)}
 
+    @EMPTIED_FOLDERS_KEPT  # the non-Iceberg steps create a table where one of its name was dropped
     def test_switch_back_and_forth(self, project):
         relation = f"{project.test_schema}.switching"
         for version, (config, kind) in enumerate(SWITCHES):
@@ -129,9 +183,9 @@ class TestMaterializationSwitches:
     @LOCAL_FILES_ONLY
     @pytest.mark.xfail(
         strict=True,
-        reason="an Iceberg table's folder keeps empty data/ and metadata/ folders after `drop table purge` on a local "
-        "file system, and Spark refuses to create a managed non-Iceberg table over them (LOCATION_ALREADY_EXISTS); "
-        "README 'Writing your own models'",
+        reason="`drop table purge` of an Iceberg table deletes the files it references, never folders "
+        "(apache/iceberg#9869, closed as intended): its empty data/ and metadata/ folders stay, and Spark refuses to "
+        "create a managed non-Iceberg table over them (LOCATION_ALREADY_EXISTS); README 'Writing your own models'",
     )
     def test_iceberg_table_to_parquet_table(self, project):
         for version, config in enumerate(("materialized='table', file_format='iceberg'", "materialized='table'")):
@@ -158,6 +212,59 @@ class TestDropDeletesFiles:
             _write_model(project, "dropped", "materialized='view'", 2)
             run_dbt(["run"])
             assert not [path for path in folder.rglob("*") if path.is_file()], (config, folder)
+
+
+class TestDropSchemaDropsTables:
+    """apache/iceberg#2374: dbt's drop_schema drops each table through Iceberg (drop_schema.sql), so the schema made
+    again at once takes a table of the same name (the local target's Iceberg table cache no longer answers that the
+    dropped one exists), and the dropped tables' files are deleted."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"kept.sql": MODEL_SQL.format(config="materialized='table', file_format='iceberg'", version=1)}
+
+    def _drop_schema(self, project) -> None:
+        with project.adapter.connection_named("__test"):
+            project.adapter.drop_schema(project.adapter.Relation.create(schema=project.test_schema))
+
+    @LOCAL_FILES_ONLY
+    def test_files_deleted(self, project):
+        run_dbt(["run"])
+        folder = _location(project, f"{project.test_schema}.kept")
+        assert any(path.is_file() for path in folder.rglob("*")), folder
+        self._drop_schema(project)
+        assert not [path for path in folder.rglob("*") if path.is_file()], folder
+
+    def test_schema_made_again_at_once(self, project):
+        run_dbt(["run"])
+        self._drop_schema(project)
+        run_dbt(["run"])
+        assert _rows(project, f"{project.test_schema}.kept") == [(1, "v1")]
+
+
+# A view whose SQL is over 32,700 characters: 700 columns of about 50 characters each.
+LONG_VIEW_SQL = "select " + ",\n       ".join(f"'{'x' * 30}' as column_with_a_long_name_{i:04d}" for i in range(700))
+
+
+class TestLongView:
+    """A view's SQL longer than the local target's embedded metastore stores (32,700 characters) is refused there in
+    one sentence that says what to do (create_view_as.sql), not with Derby's truncation error; the cluster's
+    PostgreSQL metastore stores it."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"long_view.sql": LONG_VIEW_SQL}
+
+    def test_long_view(self, project):
+        assert len(LONG_VIEW_SQL) > 32_700
+        if SUITE_TARGET == "local":
+            _, output = run_dbt_and_capture(["run"], expect_pass=False)
+            assert f"its SQL is {len(LONG_VIEW_SQL)} characters" in output, output[-2000:]
+            assert "materialize it as a table" in output and "truncation" not in output, output[-2000:]
+        else:
+            run_dbt(["run"])
+            relation = f"{project.test_schema}.long_view"
+            assert _rows(project, f"(select column_with_a_long_name_0699 from {relation})") == [("x" * 30,)]
 
 
 SNAPSHOT_SOURCE_SQL = """

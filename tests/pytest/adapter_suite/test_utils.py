@@ -48,6 +48,8 @@ from dbt.tests.adapter.utils.test_split_part import BaseSplitPart
 from dbt.tests.adapter.utils.test_string_literal import BaseStringLiteral
 from dbt.tests.adapter.utils.test_timestamps import BaseCurrentTimestamps
 
+from helpers.adapter_suite import EMPTIED_FOLDERS_KEPT, SUITE_TARGET
+
 # make test leaves this module out for its time (README "Writing your own models"); make test-adapter runs it.
 pytestmark = pytest.mark.adapter_suite_full
 
@@ -111,13 +113,13 @@ class TestDateAdd(BaseDateAdd):
     pass
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="not understood yet (issue 30): building the class's model fails in the embedded Derby metastore "
-    "(Iceberg CommitStateUnknownException on the insert into TBLS); dbt-spark skips it on the session method",
-)
 class TestDateDiff(BaseDateDiff):
-    pass
+    """On the local target its model is a table: as a view, its 37 KB of SQL is more than the embedded Derby metastore
+    stores for a view (32,700 characters; create_view_as.sql refuses it in words, test_user_models.py)."""
+
+    @pytest.fixture(scope="class")
+    def project_config_update(self):
+        return {"models": {"+materialized": "table"}} if SUITE_TARGET == "local" else {}
 
 
 class TestDateTrunc(BaseDateTrunc):
@@ -125,7 +127,9 @@ class TestDateTrunc(BaseDateTrunc):
 
 
 class TestEquals(BaseEquals):
-    pass
+    @EMPTIED_FOLDERS_KEPT  # the class's seed, loaded by the suite's first test, is loaded again
+    def test_equal_values(self, project):
+        super().test_equal_values(project)
 
 
 class TestEscapeSingleQuotes(BaseEscapeSingleQuotesBackslash):

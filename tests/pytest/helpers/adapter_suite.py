@@ -16,3 +16,16 @@ if SUITE_TARGET not in ("local", "cluster"):
 LOCAL_FILES_ONLY = pytest.mark.skipif(
     SUITE_TARGET != "local", reason="reads the table's folder on the local file system; the cluster's is on S3"
 )
+
+# The cluster's warehouse is on the run's local S3 server (SeaweedFS), which keeps a folder whose objects were
+# all deleted as a listed prefix (seaweedfs/seaweedfs#6927, open). A non-Iceberg table leaves such folders behind
+# (its writer's `_temporary/` or `.hive-staging_*`), so once it is dropped its location still "exists" and Spark
+# refuses a table of the same name there (LOCATION_ALREADY_EXISTS): every re-seed and every rebuild of a non-Iceberg
+# table. On AWS S3 a prefix without objects does not exist. Iceberg tables and views are not affected (README
+# "Writing your own models").
+EMPTIED_FOLDERS_KEPT = pytest.mark.xfail(
+    SUITE_TARGET == "cluster",
+    strict=True,
+    reason="the local S3 server (SeaweedFS) keeps emptied folders as prefixes (seaweedfs/seaweedfs#6927): a dropped "
+    "non-Iceberg table's location still exists, LOCATION_ALREADY_EXISTS when a table of its name is created again",
+)
