@@ -201,7 +201,8 @@
 {% macro cdc_execute(sql) -%}
     {#- Runs a statement whose result nobody reads (DDL, DML, cache, procedure calls) without
         fetching a result: on the cluster target (Thrift Server, PyHive), fetching the result of a
-        DDL/DML statement fails with "'NoneType' object is not iterable". run_query is for queries. -#}
+        DDL/DML statement fails with "'NoneType' object is not iterable". The project's run_query
+        (macros/spark/run_query.sql) guesses that from the statement's first word; this says it. -#}
     {%- do adapter.execute(sql, auto_begin=false, fetch=false) -%}
 {%- endmacro %}
 
