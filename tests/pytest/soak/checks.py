@@ -29,7 +29,7 @@ from helpers.tables import assert_same_table
 from oracles import replay_counts, replay_debezium, replay_dms
 from soak.commands import Outcome
 from soak.producers import KEY, NEW_COLUMN, Table, holders
-from soak.settings import Settings, flat, windows
+from soak.settings import Settings, compared, flat
 
 KEEP_LAST, METADATA_VERSIONS, META_DAYS = 10, 20, 7  # dbt_project.yml's cdc_retention; the meta tables' default
 APPLIED = ("rows_inserted", "rows_updated", "rows_deleted")
@@ -289,15 +289,18 @@ def _mtime(path: Path) -> dt.datetime:
 
 def run_times(outcomes: list[Outcome], settings: Settings) -> tuple[Check, dict]:
     runs = [o for o in outcomes if o.kind == "run" and o.number > 1 and o.ok and not o.recovery]
-    (a0, a1), (b0, b1) = windows(settings)
-    first = [o.seconds for o in runs if a0 < o.minute <= a1]
-    last = [o.seconds for o in runs if b0 < o.minute <= b1]
-    early, late, ok = flat(first, last, settings.flat_factor)
-    figures = {"first": early, "last": late, "first_runs": len(first), "last_runs": len(last), "window": a1 - a0}
+    early, late = compared([o.minute for o in runs], settings)
+    first = [o.seconds for o in runs if o.minute in early]
+    last = [o.seconds for o in runs if o.minute in late]
+    a, b, ok = flat(first, last, settings.flat_factor)
+    span = (f"minutes {early[0]}-{early[-1]}", f"minutes {late[0]}-{late[-1]}") if runs else ("-", "-")
+    figures = {"first": a, "last": b, "runs": len(first), "first_span": span[0], "last_span": span[1]}
     detail = (
-        f"median of minutes ({a0}, {a1}]: {early:.1f} s ({len(first)} runs); "
-        f"of ({b0}, {b1}]: {late:.1f} s ({len(last)} runs); at most {settings.flat_factor} x"
+        f"median of the first {len(first)} runs that count ({span[0]}): {a:.1f} s; of the last {len(last)} "
+        f"({span[1]}): {b:.1f} s; at most {settings.flat_factor} x (run 1, killed runs and recoveries left out)"
     )
+    if set(early) & set(late):  # a day too short (or with too many kills) to hold two sets of runs
+        ok, detail = False, f"too few runs that count for a verdict ({len(runs)}): lengthen SOAK_MINUTES; " + detail
     return Check("run time per run flat over the day", ok, detail), figures
 
 

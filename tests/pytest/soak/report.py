@@ -80,7 +80,7 @@ def markdown(
     current = {name: f for name, f in storage.items() if "_current." in name}
     meta = {name: f for name, f in storage.items() if "_cdc_meta." in name}
     last_bytes = next((o.warehouse_bytes for o in reversed(outcomes) if o.warehouse_bytes), 0)
-    window = times.get("window", 0)
+    count = times.get("runs", 0)
     passed = sum(1 for c in checks if c.ok)
     lines = [
         "# make soak: a simulated day",
@@ -94,8 +94,10 @@ def markdown(
         + (", ".join(f"run {o.number} at {o.kill_at}" for o in killed) or "none")
         + ") |",
         f"| seconds per run, median (all finished runs) | {_median([o.seconds for o in runs if o.ok]):.1f} |",
-        f"| seconds per run, median, first {window} simulated minutes (run 1 left out) | {times.get('first', 0):.1f} |",
-        f"| seconds per run, median, last {window} simulated minutes | {times.get('last', 0):.1f} |",
+        f"| seconds per run, median of the first {count} runs ({times.get('first_span', '-')}; not run 1) "
+        f"| {times.get('first', 0):.1f} |",
+        f"| seconds per run, median of the last {count} runs ({times.get('last_span', '-')}) "
+        f"| {times.get('last', 0):.1f} |",
         "| recovery (the run after a kill), seconds | "
         + (", ".join(f"{o.seconds:.1f}" for o in recoveries) or "none")
         + " |",

@@ -148,8 +148,9 @@ def _median(values: list[float]) -> float:
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
-def windows(settings: Settings) -> tuple[tuple[int, int], tuple[int, int]]:
-    """The simulated minutes compared for flatness: the first and the last hour, or thirds of a shorter day.
-    (start, end], minutes."""
-    span = 60 if settings.minutes >= 180 else max(settings.run_every, settings.minutes // 3)
-    return (0, span), (settings.minutes - span, settings.minutes)
+def compared(minutes: list[int], settings: Settings) -> tuple[list[int], list[int]]:
+    """The runs (by minute) compared for flatness, out of the runs that count (finished, not the first, not a
+    recovery): the first and the last hour's worth (60 / run_every of them), or a third each of a shorter day."""
+    count = max(1, min(60 // settings.run_every, len(minutes) // 3))
+    ordered = sorted(minutes)
+    return ordered[:count], ordered[-count:]

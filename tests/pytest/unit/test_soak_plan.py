@@ -14,6 +14,7 @@ from soak.checks import _shift_after_kill
 from soak.producers import connect_decimal, dms_file_name
 from soak.settings import (
     Settings,
+    compared,
     from_env,
     killed_runs,
     late_minute,
@@ -94,3 +95,12 @@ def test_a_kills_shift_keeps_every_event_counted():
     assert _shift_after_kill(shifted, wanted)
     assert not _shift_after_kill(dict(shifted, ignored_redelivered=27), wanted), "an event not counted"
     assert not _shift_after_kill(dict(shifted, files=4), wanted)
+
+
+def test_flatness_compares_an_hour_of_runs_at_each_end():
+    day = from_env({})
+    minutes = [m for m in run_minutes(day) if m not in (5, 10)]  # run 1 and a recovery left out
+    first, last = compared(minutes, day)
+    assert first == list(range(15, 75, 5)) and last == list(range(1385, 1441, 5)), "12 runs: an hour"
+    small = from_env({"SOAK_TABLES": "3", "SOAK_MINUTES": "30"})
+    assert compared([15, 25, 30], small) == ([15], [30]), "a third of a short day's runs"
