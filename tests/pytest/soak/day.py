@@ -19,6 +19,7 @@ from soak.commands import Outcome, environment, folder_bytes, start
 from soak.producers import SUBJECT, Table, choose_subject, make_tables
 from soak.project import add_sources, declare_subject, make_project
 from soak.settings import LATE_BY, REDELIVER_LAG, Settings, killed_runs, maintain_minutes, run_minutes
+from test_faults import BRANCH_POINTS, MERGE_POINTS
 
 log = logging.getLogger("soak")
 MARKER = ".soak-work"  # a work folder the soak made, which it may empty again
@@ -27,8 +28,6 @@ MARKER = ".soak-work"  # a work folder the soak made, which it may empty again
 def kill_points() -> list[str]:
     """The kill points a batch reaches on the embedded target's one-MERGE path (the soak's tables are
     small): make faults' merge points but those of the branch path and the compaction's."""
-    from test_faults import BRANCH_POINTS, MERGE_POINTS
-
     return [point for point in MERGE_POINTS if point not in BRANCH_POINTS and point != "during_compaction"]
 
 

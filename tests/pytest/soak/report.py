@@ -9,7 +9,7 @@ from pathlib import Path
 
 from soak.checks import Check
 from soak.commands import Outcome
-from soak.settings import Settings
+from soak.settings import Settings, median
 
 
 def append(path: Path, outcome: Outcome) -> None:
@@ -45,14 +45,6 @@ def plot(outcomes: list[Outcome], path: Path) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return 0.0
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def _most(figures: dict, name: str) -> int:
@@ -93,7 +85,7 @@ def markdown(
         f"| runs | {len(runs)} ({len(killed)} killed with SIGKILL: "
         + (", ".join(f"run {o.number} at {o.kill_at}" for o in killed) or "none")
         + ") |",
-        f"| seconds per run, median (all finished runs) | {_median([o.seconds for o in runs if o.ok]):.1f} |",
+        f"| seconds per run, median (all finished runs) | {median([o.seconds for o in runs if o.ok]):.1f} |",
         f"| seconds per run, median of the first {count} runs ({times.get('first_span', '-')}; not run 1) "
         f"| {times.get('first', 0):.1f} |",
         f"| seconds per run, median of the last {count} runs ({times.get('last_span', '-')}) "
@@ -101,7 +93,7 @@ def markdown(
         "| recovery (the run after a kill), seconds | "
         + (", ".join(f"{o.seconds:.1f}" for o in recoveries) or "none")
         + " |",
-        f"| maintain, median seconds ({len(maintains)} runs) | {_median([o.seconds for o in maintains]):.1f} |",
+        f"| maintain, median seconds ({len(maintains)} runs) | {median([o.seconds for o in maintains]):.1f} |",
         f"| erase, seconds | {', '.join(f'{o.seconds:.1f}' for o in erase) or 'none'} |",
         f"| warehouse at the end | {last_bytes / 2**20:.1f} MiB |",
         f"| current-state tables: snapshots at the end (max) | {_most(current, 'snapshots')} |",

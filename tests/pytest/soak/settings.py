@@ -138,11 +138,11 @@ def flat(first: list[float], last: list[float], factor: float) -> tuple[float, f
     """(median of first, median of last, last <= factor x first): run time does not grow with history."""
     if not first or not last:
         return 0.0, 0.0, False
-    a, b = _median(first), _median(last)
+    a, b = median(first), median(last)
     return a, b, b <= factor * a
 
 
-def _median(values: list[float]) -> float:
+def median(values: list[float]) -> float:
     ordered = sorted(values)
     middle = len(ordered) // 2
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
