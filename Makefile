@@ -5,6 +5,7 @@
 #   make maintain  table maintenance: compaction, manifests, snapshot expiry, orphan files
 #   make test   every test (make test-adapter: dbt's adapter test suite alone, all of it)
 #   make fuzz   damaged raw files: a long hypothesis run on the Python side, then the whole corpus through Spark
+#   make soak   a simulated day: 20 tables, a run every 5 minutes (1 % killed), maintain hourly, then checked
 #   make cluster-up / cluster-down / cluster-status   the shared target on this machine (CDC_TARGET=cluster)
 #   make s3-up / s3-down / s3-status   a local S3 server (SeaweedFS) on 127.0.0.1, data in data/s3
 #   make live-up / live-workload / live-drain / live-down / live-status   a live PostgreSQL source captured by
@@ -21,7 +22,7 @@ BIN := $(VENV)/bin
 # their defaults, made absolute, from python_hooks/project/env.py, which every Python of the venv applies.
 export DBT_PROFILES_DIR := $(CURDIR)/profiles
 
-.PHONY: help install check-java system-packages cluster-packages demo run status maintain test test-adapter-cluster faults fuzz bench lint docs docs-serve clean \
+.PHONY: help install check-java system-packages cluster-packages demo run status maintain test test-adapter-cluster faults fuzz soak bench lint docs docs-serve clean \
 	cluster-up cluster-down cluster-status s3-up s3-down s3-status bench-scale bench-s3 \
 	live-up live-workload live-drain live-down live-status test-live demo-live test-adapter
 
@@ -38,6 +39,7 @@ help:
 	@echo "make test-adapter-cluster  the same on the cluster target (a cluster of its own, warehouse on a local S3 server)"
 	@echo "make faults  the fault-injection suite: a run killed (SIGKILL) at every kill point, then repaired by the next"
 	@echo "make fuzz    damaged raw files (FUZZ_EXAMPLES=20000 hypothesis cases without Spark), then every corpus case with Spark"
+	@echo "make soak    a simulated day (SOAK_* knobs, README 'Soak'): runs, kills, maintenance, then every table checked"
 	@echo "make lint    sqlfluff, ruff, the import layers of python_hooks and the pre-commit checks"
 	@echo "make docs    build the dbt docs site (target/index.html and target/static_index.html)"
 	@echo "make docs-serve  serve it on http://localhost:$(DOCS_PORT)"
@@ -193,6 +195,11 @@ fuzz: install check-java
 	  $(BIN)/python -m pytest tests/pytest/unit/test_fuzz_raw_files.py --hypothesis-show-statistics -q
 	FUZZ_REPORT=data/fuzz-spark.jsonl $(BIN)/python -m pytest tests/pytest/test_fuzz_pipeline.py --durations=10
 	PYTHONPATH=tests/pytest $(BIN)/python -m fuzz.figures data/fuzz-python.jsonl data/fuzz-spark.jsonl
+
+# A simulated day (tests/pytest/soak/, README "Soak"): SOAK_TABLES=20 tables, SOAK_MINUTES=1440, a run every
+# SOAK_RUN_EVERY=5 (SOAK_KILL_RATE=0.01 of them killed), maintain every SOAK_MAINTAIN_EVERY=60; report in SOAK_WORK.
+soak: install check-java
+	PYTHONPATH=.:tests/pytest $(BIN)/python -m soak
 
 # The benchmark (bench/README.md): 5M rows and 1% batches by default; BENCH_ROWS etc. to scale it.
 bench: install check-java

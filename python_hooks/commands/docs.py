@@ -29,7 +29,7 @@ from pathlib import Path
 
 from python_hooks.commands.docs_coverage import EVOLUTION_FILE, AddedColumn, check, report
 from python_hooks.project import env
-from python_hooks.project.dbt_args import dbt_option
+from python_hooks.project.dbt_args import dbt_option, project_dir_of
 from python_hooks.project.meta import SCHEMA_EVOLUTION_LOG
 from python_hooks.project.session import SessionError, dbt_runner, parse
 from python_hooks.project.sql import quote_ident, quoted_relation
@@ -157,7 +157,7 @@ def drop_temporary_views(warehouse) -> list[str]:
 def target_path(dbt_args: Sequence[str]) -> Path:
     """Where dbt writes its artifacts: --target-path, DBT_TARGET_PATH or the project's `target`,
     relative to the project directory (dbt's project_target_path)."""
-    project_dir = Path(dbt_option(dbt_args, "--project-dir") or env.PROJECT_ROOT)
+    project_dir = Path(project_dir_of(dbt_args) or env.PROJECT_ROOT)
     path = dbt_option(dbt_args, "--target-path") or os.environ.get("DBT_TARGET_PATH") or "target"
     return project_dir / path
 

@@ -3,7 +3,8 @@ command of a run shares (target, project and profiles folders, paths, vars), and
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 
 # dbt options that concern every command of a run (parse, run-operation, build), not only build.
 SHARED_OPTIONS = ("--target", "-t", "--target-path", "--log-path", "--project-dir", "--profiles-dir", "--vars")
@@ -24,6 +25,12 @@ def dbt_option(args: Sequence[str], *names: str) -> str | None:
 def target_of(args: Sequence[str]) -> str | None:
     """The `--target` (`-t`) among dbt arguments, if any."""
     return dbt_option(args, "--target", "-t")
+
+
+def project_dir_of(args: Sequence[str], environ: Mapping[str, str] = os.environ) -> str | None:
+    """The dbt project folder dbt itself uses: `--project-dir` among the arguments, else DBT_PROJECT_DIR
+    (dbt reads it for every command); None for the caller's default."""
+    return dbt_option(args, "--project-dir") or environ.get("DBT_PROJECT_DIR") or None
 
 
 def target_args(target: str | None) -> list[str]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import TracebackType
 
 from python_hooks.project import env
-from python_hooks.project.dbt_args import dbt_option, target_of
+from python_hooks.project.dbt_args import dbt_option, project_dir_of, target_of
 from python_hooks.project.meta import meta_schema
 from python_hooks.project.sql import quote_ident, quoted_relation
 
@@ -37,7 +37,7 @@ class Warehouse:
     @classmethod
     def open(cls, dbt_args: Sequence[str] = ()) -> Warehouse:
         """The adapter of the profile's target, or of `--target` in `dbt_args` (dbt's own options:
-        --target/-t, --project-dir, --profiles-dir)."""
+        --target/-t, --project-dir, --profiles-dir; DBT_PROJECT_DIR as dbt reads it)."""
         # dbt is imported here, not at the top: a command that never opens the warehouse starts fast.
         from dbt.adapters.factory import get_adapter, register_adapter
         from dbt.config.runtime import RuntimeConfig
@@ -47,7 +47,7 @@ class Warehouse:
 
         env.apply_defaults()
         args = argparse.Namespace(
-            project_dir=dbt_option(dbt_args, "--project-dir") or str(env.PROJECT_ROOT),
+            project_dir=project_dir_of(dbt_args) or str(env.PROJECT_ROOT),
             profiles_dir=dbt_option(dbt_args, "--profiles-dir") or os.environ["DBT_PROFILES_DIR"],
             target=target_of(dbt_args),
             profile=None,

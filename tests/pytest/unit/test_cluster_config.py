@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from python_hooks import cluster
-from python_hooks.project.dbt_args import dbt_option, split_shared_options
+from python_hooks.project.dbt_args import dbt_option, project_dir_of, split_shared_options
 
 
 def _environ(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -61,3 +61,10 @@ def test_run_options_for_every_dbt_command_are_told_from_build_options():
     assert dbt_option(shared, "--target", "-t") == "cluster"
     assert dbt_option(["-t", "local", "--target=cluster"], "--target", "-t") == "cluster"
     assert dbt_option(["--select", "x"], "--target", "-t") is None
+
+
+def test_project_dir_is_the_option_else_dbts_variable():
+    """dbt reads DBT_PROJECT_DIR for every command; the hooks' warehouse seam reads the same project."""
+    assert project_dir_of(["--project-dir", "/a"], {"DBT_PROJECT_DIR": "/b"}) == "/a"
+    assert project_dir_of(["--target", "local"], {"DBT_PROJECT_DIR": "/b"}) == "/b"
+    assert project_dir_of([], {}) is None
