@@ -33,15 +33,9 @@ from soak.settings import Settings, compared, flat
 
 KEEP_LAST, METADATA_VERSIONS, META_DAYS = 10, 20, 7  # dbt_project.yml's cdc_retention; the meta tables' default
 APPLIED = ("rows_inserted", "rows_updated", "rows_deleted")
-OUTCOMES = (
-    *APPLIED,
-    "ignored_older",
-    "ignored_redelivered",
-    "ignored_tombstoned",
-    "ignored_truncated",
-    "superseded",
-    "deletes_without_row",
-)
+# What became of each change event: the replay's counts (oracles/replay_counts.py) but the file, event and
+# truncate totals.
+OUTCOMES = tuple(name for name in replay_counts.COUNTS if name not in ("files", "change_events", "truncates"))
 
 
 @dataclass
