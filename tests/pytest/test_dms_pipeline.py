@@ -6,6 +6,7 @@ column of every row, with the pure-Python replay in oracles/replay_dms.py."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -216,15 +217,34 @@ def test_idle_scheduled_run_builds_nothing_and_commits_nothing(dbt, spark, schem
     assert "nothing new for crm__customer_address, crm__customer_master: not built this run" in caplog.text
     assert {t: snapshot_ids(spark, current(schema, t)) for t in dms.TABLES} == before
     assert spark.table(f"{meta}.cdc_file_ledger").count() == ledger_before
+    new_files = set()
     for path in dms.write_stage(tmp_path / "next", 3):
         if path.parent.name == "customer_master":
             shutil.copy(path, landing / "dms" / "crm" / "customer_master" / path.name)
+            new_files.add(path.name)
     caplog.clear()
     assert dbt.pipeline(*SELECT, landing=landing, schema=schema)
     assert "nothing new for crm__customer_address: not built this run" in caplog.text
     assert snapshot_ids(spark, current(schema, "customer_address")) == before["customer_address"]
     assert snapshot_ids(spark, current(schema, "customer_master")) != before["customer_master"]
     assert_matches_replay(spark, schema, landing, "after the idle run")
+    # The staging view's data tests read the files this run applied, not the folder's history
+    # (macros/cdc/staging_tests.sql); a plain `dbt test` reads the whole view.
+    assert new_files and _tested_files(dbt, schema) == new_files
+    assert dbt("test", "--select", "stg_crm__customer_master", landing=landing, schema=schema).success
+    assert _tested_files(dbt, schema) is None
+
+
+def _tested_files(dbt, schema: str) -> set[str] | None:
+    """The raw file names the last compiled staging tests of customer_master read (every test the
+    same), or None when they read the whole view."""
+    found = set()
+    for path in dbt.target_path(schema).glob("compiled/**/*_stg_crm__customer_master__cdc_*.sql"):
+        match = re.search(r"_cdc_source_file in \(([^)]*)\)", path.read_text(encoding="utf-8"))
+        found.add(frozenset(re.findall(r"'([^']+)'", match.group(1))) if match else None)
+    assert len(found) == 1, f"the staging tests read different files: {found}"
+    files = found.pop()
+    return None if files is None else set(files)
 
 
 def test_empty_landing_builds_empty_tables(dbt, spark, schema, tmp_path):

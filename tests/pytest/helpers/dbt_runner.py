@@ -21,9 +21,13 @@ class Dbt:
         """`project`: another project folder than this one (e.g. a copy a test changed)."""
         os.environ["CDC_LANDING_ROOT"] = str(landing)
         os.environ["CDC_SCHEMA"] = schema
-        target = self._work / schema
+        target = self.target_path(schema)
         project_dir = str(project or PROJECT)
         return ["--project-dir", project_dir, "--target-path", str(target), "--log-path", str(target / "logs")]
+
+    def target_path(self, schema: str) -> Path:
+        """dbt's target folder for `schema` (compiled SQL, run results)."""
+        return self._work / schema
 
     def __call__(self, *args: str, landing: Path, schema: str, target: str = "local", project: Path | None = None):
         return self._runner.invoke([*args, *self._common(landing, schema, project), "--target", target])
