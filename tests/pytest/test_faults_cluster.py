@@ -158,10 +158,21 @@ def _fault_mid_merge(cluster: Cluster, schema: str, tmp_path: Path, fault: Calla
 
 
 def _stop(pid: int) -> None:
-    os.kill(pid, signal.SIGKILL)
+    """SIGKILL, then waits until the process is gone (or a zombie: nothing here reaps a daemon's)."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return  # gone already: an executor ends itself when its worker dies
     deadline = time.monotonic() + 30
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+    while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.2)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def _children(pid: int) -> list[int]:
