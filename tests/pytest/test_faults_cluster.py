@@ -15,7 +15,8 @@ its run meets the fault:
     crm__customer_master, then started again by `python -m python_hooks cluster up` (which starts the
     parts that do not run);
   - the metastore's PostgreSQL stopped (a fast shutdown, python_hooks/project/postgres.py) one second
-    into that MERGE, then started again by `cluster up`: down for the few seconds the MERGE commits in;
+    into that MERGE, then started again by `cluster up`: down for a second or two, which the MERGE's
+    commit or the publish after it may meet (or miss: the run in progress then finishes);
   - the Spark worker killed (SIGKILL of the worker JVM and of its executor JVMs) one second into that
     MERGE, then started again by `cluster up`; Spark may retry the lost tasks on the new worker, so the
     run in progress may finish or fail: both are allowed, the next run must repair either.
@@ -209,9 +210,9 @@ def test_thrift_server_killed_mid_merge_is_repaired_by_the_next_run(cluster, sch
     _assert_repaired(cluster, schema, tmp_path, fault, started, batches, others=ONE_ROW)
 
 
-def test_metastore_restarted_during_the_merge_commit_is_repaired_by_the_next_run(cluster, schema, tmp_path):
+def test_metastore_restarted_mid_merge_is_repaired_by_the_next_run(cluster, schema, tmp_path):
     """PostgreSQL stopped one second into the MERGE and started again: the MERGE's commit and the
-    publish meet a metastore that is down or just back. The run may finish or fail; the next run repairs."""
+    publish may meet a metastore that is down or just back. The run may finish or fail; the next run repairs."""
     from python_hooks.project import postgres
 
     restarted = {}
