@@ -15,8 +15,8 @@ its run meets the fault:
     crm__customer_master, then started again by `python -m python_hooks cluster up` (which starts the
     parts that do not run);
   - the metastore's PostgreSQL stopped (a fast shutdown, python_hooks/project/postgres.py) one second
-    into that MERGE, then started again by `cluster up`: down for a second or two, which the MERGE's
-    commit or the publish after it may meet (or miss: the run in progress then finishes);
+    into that MERGE, then started again by `cluster up`: at once (down a second or two, which the
+    MERGE's commit or the publish after it may meet or miss), or after 30 s (the commit meets it);
   - the Spark worker killed (SIGKILL of the worker JVM and of its executor JVMs) one second into that
     MERGE, then started again by `cluster up`; Spark may retry the lost tasks on the new worker, so the
     run in progress may finish or fail: both are allowed, the next run must repair either.
@@ -210,9 +210,12 @@ def test_thrift_server_killed_mid_merge_is_repaired_by_the_next_run(cluster, sch
     _assert_repaired(cluster, schema, tmp_path, fault, started, batches, others=ONE_ROW)
 
 
-def test_metastore_restarted_mid_merge_is_repaired_by_the_next_run(cluster, schema, tmp_path):
-    """PostgreSQL stopped one second into the MERGE and started again: the MERGE's commit and the
-    publish may meet a metastore that is down or just back. The run may finish or fail; the next run repairs."""
+@pytest.mark.parametrize("down_seconds", [0, 30], ids=["restarted", "down-30s"])
+def test_metastore_restarted_mid_merge_is_repaired_by_the_next_run(cluster, schema, tmp_path, down_seconds):
+    """PostgreSQL stopped one second into the MERGE and started again at once (down about a second), or
+    after 30 s (longer than the MERGE has left and than the metastore client's retries, 10 x 2 s): the
+    MERGE's commit and the publish may meet a metastore that is down or just back. The run may finish
+    or fail; the next run repairs."""
     from python_hooks.project import postgres
 
     restarted = {}
@@ -220,12 +223,13 @@ def test_metastore_restarted_mid_merge_is_repaired_by_the_next_run(cluster, sche
     def restart_postgres() -> None:
         started = time.monotonic()
         postgres.stop(cluster.config.postgres)
+        time.sleep(down_seconds)
         cluster.up()
         restarted["seconds"] = time.monotonic() - started
 
     run = _fault_mid_merge(cluster, schema, tmp_path, restart_postgres)
-    code = run.finish(600)
-    fault = "metastore PostgreSQL restarted mid-MERGE"
+    code = run.finish(900)
+    fault = "metastore PostgreSQL restarted mid-MERGE" + (f", down {down_seconds} s" if down_seconds else "")
     started = _recover(
         cluster,
         schema,
@@ -233,6 +237,7 @@ def test_metastore_restarted_mid_merge_is_repaired_by_the_next_run(cluster, sche
         fault,
         restart_seconds=round(restarted["seconds"], 1),
         faulty_run="succeeded" if code == 0 else "failed",
+        faulty_run_tail=run.text[-600:] if code else "",
     )
     _assert_repaired(cluster, schema, tmp_path, fault, started, {PAUSED: ANY_REPAIR}, others=ONE_ROW)
 
