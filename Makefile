@@ -37,7 +37,8 @@ help:
 	@echo "make test    run every test (pytest with real Spark + Iceberg, dbt data tests); of the kill points, a smoke subset"
 	@echo "make test-adapter  dbt Labs' adapter test suite with the project's macros, every class (README 'Writing your own models')"
 	@echo "make test-adapter-cluster  the same on the cluster target (a cluster of its own, warehouse on a local S3 server)"
-	@echo "make faults  the fault-injection suite: a run killed (SIGKILL) at every kill point, then repaired by the next"
+	@echo "make faults  the fault-injection suite on both targets: a run killed (SIGKILL) at every kill point, then repaired by the next;"
+	@echo "             then on a cluster of its own the same, and its Thrift Server, metastore PostgreSQL and worker hit mid-MERGE"
 	@echo "make fuzz    damaged raw files (FUZZ_EXAMPLES=20000 hypothesis cases without Spark), then every corpus case with Spark"
 	@echo "make soak    a simulated day (SOAK_* knobs, README 'Soak'): runs, kills, maintenance, then every table checked"
 	@echo "make lint    sqlfluff, ruff, the import layers of python_hooks and the pre-commit checks"
@@ -183,9 +184,12 @@ test-adapter: install check-java
 test-adapter-cluster: install check-java cluster-packages
 	ADAPTER_SUITE_TARGET=cluster $(BIN)/python -m pytest tests/pytest/adapter_suite --durations=20
 
-# Every kill point (tests/pytest/test_faults.py); make test runs its smoke subset.
-faults: install check-java
+# Every kill point on the embedded target (tests/pytest/test_faults.py; make test runs its smoke subset), then
+# on the shared target: the kill points and the cluster's own faults (tests/pytest/test_faults_cluster.py, a
+# cluster of its own on a local S3 server, stopped after). Recovery seconds: target/faults/report.jsonl.
+faults: install check-java cluster-packages
 	$(BIN)/python -m pytest tests/pytest/test_faults.py
+	$(BIN)/python -m pytest tests/pytest/test_faults_cluster.py --durations=20
 
 # Damaged raw files (tests/pytest/fuzz/, README "Operations"): hypothesis on the Python side with FUZZ_EXAMPLES
 # cases (fresh random ones each time), then every recipe of the corpus through Spark; make test runs a smoke subset.

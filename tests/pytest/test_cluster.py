@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.cluster import OTHER, Output, locks_settle, release, run_process
 from helpers.paths import PROJECT
 from helpers.tables import assert_same_table
 from oracles.replay_debezium import replay_topic
@@ -37,8 +38,6 @@ from test_debezium_pipeline import MODELS as DEBEZIUM_MODELS
 
 CRM = ("--select", "staging.crm", "current_state.crm")
 DBT = str(Path(sys.executable).with_name("dbt"))
-PAUSED = "crm__customer_master"
-OTHER = "crm__customer_address"  # the other CRM model, which does not pause
 
 
 def dms_expected(landing: Path) -> dict:
@@ -207,7 +206,7 @@ def test_landing_on_s3_equals_replay_on_the_cluster(cluster, cluster_s3, tmp_pat
             dms.write_stage(landing, stage)
             debezium.write_stage(landing, stage)
         put_new_files(landing, remote, sent)
-        output = Output(_run_process(schema, remote, cluster, "--select", "staging", "current_state"))
+        output = Output(run_process(schema, remote, cluster, "--select", "staging", "current_state"))
         assert output.finish() == 0, output.text[-4000:]
     for producer, actual, expected in [
         ("dms", dms_actual(cluster, schema), dms_expected(landing)),
@@ -218,7 +217,7 @@ def test_landing_on_s3_equals_replay_on_the_cluster(cluster, cluster_s3, tmp_pat
 
 
 def dbt_pipeline_ok(lake, cluster) -> bool:
-    process = _run_process(lake["schema"], lake["landing"], cluster)
+    process = run_process(lake["schema"], lake["landing"], cluster)
     output = Output(process)
     code = output.finish()
     assert code == 0, output.text[-4000:]
@@ -226,84 +225,6 @@ def dbt_pipeline_ok(lake, cluster) -> bool:
 
 
 # ---------------------------------------------------------------- other processes at the same time
-
-
-def _run_process(schema: str, landing: Path | str, cluster, *select: str, pause: int = 0) -> subprocess.Popen:
-    """`make run` on the cluster in its own process (what the scheduler starts). With `pause`, one
-    model waits at before_publish for up to `pause` seconds, or until `_release(cluster, schema)`."""
-    environ = {**cluster.environ, "CDC_LANDING_ROOT": str(landing), "CDC_SCHEMA": schema}
-    for name in ("CDC_PAUSE_AT", "CDC_PAUSE_SECONDS", "CDC_PAUSE_RELEASE"):
-        environ.pop(name, None)
-    if pause:
-        # One model pauses (its sleep holds one of the cluster's two executor cores; the other is free).
-        environ.update(
-            {
-                "CDC_PAUSE_AT": f"before_publish:{PAUSED}",
-                "CDC_PAUSE_SECONDS": str(pause),
-                "CDC_PAUSE_RELEASE": _release_name(schema),
-            }
-        )
-    target = PROJECT / "target" / f"pytest-{schema}-{os.getpid()}-{time.monotonic_ns()}"
-    return subprocess.Popen(
-        [sys.executable, "-m", "python_hooks", "run", *select, "--target-path", str(target)],
-        env=environ,
-        cwd=PROJECT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-
-
-def _release_name(schema: str) -> str:
-    return f"{schema}_pause_released"
-
-
-def _release(cluster, schema: str) -> None:
-    """Ends a pause of `_run_process(schema, ..., pause=...)` (macros/cdc/fault_points.sql, cdc_pause_point)."""
-    cluster.execute(f"create database if not exists {_release_name(schema)}")
-
-
-def _locks_settle(cluster, seconds: float) -> int:
-    """The metastore's lock count once statements still running on the server have finished: a lock
-    a killed client left behind stays until the metastore's timeout (minutes), so it is still seen."""
-    deadline = time.monotonic() + seconds
-    while (count := cluster.locks()) and time.monotonic() < deadline:
-        time.sleep(1)
-    return count
-
-
-class Output:
-    """Collects a process's output in a thread; `wait_for` a line."""
-
-    def __init__(self, process: subprocess.Popen) -> None:
-        self.process = process
-        self.lines: list[str] = []
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        for line in self.process.stdout:
-            self.lines.append(line)
-
-    def wait_for(self, text: str, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            if any(text in line for line in self.lines):
-                return
-            if self.process.poll() is not None and not self._thread.is_alive():
-                break
-            time.sleep(0.5)
-        raise AssertionError(f"'{text}' not seen in {seconds:.0f} s:\n{''.join(self.lines[-40:])}")
-
-    def finish(self, seconds: float = 600) -> int:
-        code = self.process.wait(timeout=seconds)
-        self._thread.join(timeout=10)
-        return code
-
-    @property
-    def text(self) -> str:
-        return "".join(self.lines)
 
 
 @pytest.fixture
@@ -322,7 +243,7 @@ def _assert_crm_equals_replay(cluster, schema: str, landing: Path, label: str) -
 
 
 def test_a_dbt_show_while_a_run_is_in_the_middle_of_a_batch(cluster, crm_lake, schema):
-    run = Output(_run_process(schema, crm_lake, cluster, *CRM, pause=300))
+    run = Output(run_process(schema, crm_lake, cluster, *CRM, pause=300))
     run.wait_for("pause point before_publish", 300)
     environ = {**cluster.environ, "CDC_LANDING_ROOT": str(crm_lake), "CDC_SCHEMA": schema}
     started = time.monotonic()
@@ -349,7 +270,7 @@ def test_a_dbt_show_while_a_run_is_in_the_middle_of_a_batch(cluster, crm_lake, s
         f"the run went on before dbt show ended ({time.monotonic() - started:.0f} s): not concurrent"
     )
     assert run.process.poll() is None, "the run was still in its batch while dbt show read the table"
-    _release(cluster, schema)
+    release(cluster, schema)
     assert run.finish() == 0, run.text[-4000:]
     assert "released after" in run.text, "the run went on before it was released"
     _assert_crm_equals_replay(cluster, schema, crm_lake, "after the paused run")
@@ -385,24 +306,24 @@ def test_concurrent_commits_to_one_iceberg_table_lose_nothing(cluster, schema):
 def test_two_runs_of_one_model_at_once_lose_and_double_nothing(cluster, crm_lake, schema):
     """The first run pauses with its batch appended to its own branch; a second run applies the same
     batch and publishes; the first then refuses to publish (main moved), so no row is doubled."""
-    first = Output(_run_process(schema, crm_lake, cluster, *CRM, pause=300))
+    first = Output(run_process(schema, crm_lake, cluster, *CRM, pause=300))
     first.wait_for("pause point before_publish", 300)
-    second = Output(_run_process(schema, crm_lake, cluster, *CRM))
+    second = Output(run_process(schema, crm_lake, cluster, *CRM))
     assert second.finish() == 0, second.text[-4000:]
     _assert_crm_equals_replay(cluster, schema, crm_lake, "after the second run")  # no duplicate key either
     assert first.process.poll() is None, "the first run went on before the second one had published"
-    _release(cluster, schema)
+    release(cluster, schema)
     assert first.finish() != 0, "the first run published over the second one's commit"
     assert "another writer committed to" in first.text, first.text[-4000:]
     _assert_crm_equals_replay(cluster, schema, crm_lake, "after the refused publish")
-    third = Output(_run_process(schema, crm_lake, cluster, *CRM))
+    third = Output(run_process(schema, crm_lake, cluster, *CRM))
     assert third.finish() == 0, third.text[-4000:]
     _assert_crm_equals_replay(cluster, schema, crm_lake, "after the next run")
     assert cluster.locks() == 0
 
 
 def test_a_run_killed_mid_batch_leaves_no_lock_that_blocks_the_next(cluster, crm_lake, schema):
-    run = Output(_run_process(schema, crm_lake, cluster, *CRM, pause=60))
+    run = Output(run_process(schema, crm_lake, cluster, *CRM, pause=60))
     run.wait_for("pause point before_publish", 300)
     # The other CRM model runs on meanwhile; kill only once its batch is done, so that the kill lands
     # at the pause point and not in the middle of that model's commit (a commit the server finishes
@@ -410,9 +331,9 @@ def test_a_run_killed_mid_batch_leaves_no_lock_that_blocks_the_next(cluster, crm
     run.wait_for(f"{OTHER}: applied", 300)
     os.killpg(run.process.pid, signal.SIGKILL)
     run.finish(60)
-    assert _locks_settle(cluster, 30) == 0, "a lock was left behind by the killed run"
+    assert locks_settle(cluster, 30) == 0, "a lock was left behind by the killed run"
     started = time.monotonic()
-    again = Output(_run_process(schema, crm_lake, cluster, *CRM))
+    again = Output(run_process(schema, crm_lake, cluster, *CRM))
     assert again.finish() == 0, again.text[-4000:]
     assert time.monotonic() - started < 240, "the next run was held up"
     _assert_crm_equals_replay(cluster, schema, crm_lake, "after the killed run and the next")

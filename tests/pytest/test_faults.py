@@ -14,135 +14,68 @@ each recovery run took go to target/faults/report.jsonl.
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
-import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from helpers.faults import (
+    BOTH_PATHS,
+    BRANCH_POINTS,
+    CRM,
+    HELPER,
+    MERGE_POINTS,
+    Dumped,
+    assert_batch_log_never_lies,
+    assert_crm_equals_replay,
+    assert_killed,
+    assert_ledger_lists_each_file_once,
+    fault_process,
+    killed_batch,
+    record,
+    recovered_seconds,
+    tail,
+)
 from helpers.paths import PROJECT, import_path
 from helpers.tables import assert_same_table
-from oracles.replay_counts import COUNTS, dms_counts
-from oracles.replay_dms import replay
 from oracles.replay_history import CUSTOMER_ATTRIBUTES, CustomerSnapshot, joined_customers
 from sample_data import dms
 
-# helpers/fault_run.py, run as a module on the import path pytest has (helpers.paths.import_path)
-HELPER = ["-m", "helpers.fault_run"]
-CRM = ("--select", "staging.crm", "current_state.crm")
 CUSTOMER = ("--select", "+dim_customer", "--indirect-selection", "cautious")
-REPORT = PROJECT / "target" / "faults" / "report.jsonl"
-
-# point -> (what the run builds, the table the kill is for, or None for the first that reaches it)
-MERGE_POINTS = {
-    "after_pin": "crm__customer_master",
-    "after_validate": "crm__customer_master",
-    "after_branch_created": "crm__customer_master",
-    "during_insert": "crm__customer_master",
-    "after_insert": "crm__customer_master",
-    "during_merge": "crm__customer_master",
-    "after_merge": "crm__customer_master",
-    "after_publish": "crm__customer_master",
-    "after_tombstones": "crm__customer_master",
-    "during_compaction": None,
-}
 SMOKE = {"during_merge"}
-# Points only the append + MERGE on a branch reaches (a table above cdc_one_merge_max_bytes, or a
-# shared target): run with CDC_ONE_MERGE_MAX_BYTES=0. The sample tables are small, so every other
-# point is reached on the one-MERGE path of the embedded target; after_merge is killed on both.
-BRANCH_POINTS = {"after_branch_created", "during_insert", "after_insert", "after_publish"}
-BOTH_PATHS = {"after_merge"}
-# Points where the killed run's batch of crm__customer_master was committed to main but not logged
-# (its changes are in the table, its log row never written); at a `during_*` point it may have been,
-# when the statement finished before the kill (1 s). At during_compaction the batch was logged whole.
-COMMITTED_UNLOGGED = {"after_publish", "after_tombstones"}
-COMMITTED_UNLOGGED_ONE_MERGE = {"after_merge"}
+SCHEMA = "faults"
 
 
 def _process(
     tmp_path: Path, *args: str, kill_at: str | None = None, branch: bool = False
 ) -> tuple[subprocess.CompletedProcess, float]:
-    environ = {
-        **os.environ,
-        "PYTHONPATH": import_path(os.environ),
-        "CDC_WAREHOUSE": str(tmp_path / "warehouse"),
-        "CDC_TARGET": "local",
-        "CDC_KILL_DELAY": "1",
-    }
+    environ = {**os.environ, "CDC_WAREHOUSE": str(tmp_path / "warehouse"), "CDC_TARGET": "local"}
     if branch:
         environ["CDC_ONE_MERGE_MAX_BYTES"] = "0"
-    environ.pop("CDC_KILL_AT", None)
-    command = [sys.executable, *HELPER, "--landing", str(tmp_path / "landing"), "--schema", "faults"]
-    command += ["--target-path", str(tmp_path / "target")]
-    if kill_at:
-        command += ["--kill-at", kill_at]
-    started = time.monotonic()
-    done = subprocess.run(
-        [*command, *args],
-        env=environ,
-        cwd=PROJECT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        start_new_session=True,  # its own process group: the kill takes its Spark JVM too
-    )
-    return done, time.monotonic() - started
-
-
-def _tail(done: subprocess.CompletedProcess) -> str:
-    return (done.stdout[-3000:] + "\n" + done.stderr[-3000:]).strip()
+    return fault_process(tmp_path, environ, SCHEMA, *args, kill_at=kill_at)
 
 
 def _kill_then_recover(
     tmp_path: Path, point: str, first: tuple, second: tuple, build: tuple, branch: bool = False
-) -> dict:
+) -> Dumped:
     """Stage 1 applied and stage 2 killed at `point` (one process), then a recovery run (another);
     returns the recovery's dump. `branch`: the killed run takes the append + MERGE on a branch."""
     killed, _ = _process(tmp_path, *first, *second, "--", *build, kill_at=point, branch=branch)
-    assert killed.returncode == -signal.SIGKILL, f"expected a SIGKILL at {point}:\n{_tail(killed)}"
-    assert f"cdc: kill point {point.split(':')[0]} of " in killed.stdout, _tail(killed)
-    assert "fault_run: run 1 of 2 succeeded" in killed.stdout, "stage 1 was applied before the kill"
+    assert_killed(killed, point)
     dumped = tmp_path / "dump.pickle"
     recovered, _ = _process(tmp_path, "--dump", str(dumped), "--", *build)
-    assert recovered.returncode == 0, f"the run after the kill at {point} failed:\n{_tail(recovered)}"
-    REPORT.parent.mkdir(parents=True, exist_ok=True)
-    with REPORT.open("a", encoding="utf-8") as report:
-        seconds = float(re.search(r"run 1 of 1 succeeded in ([0-9.]+) s", recovered.stdout).group(1))
-        report.write(json.dumps({"point": point, "recovery_run_seconds": seconds}) + "\n")
+    seconds = recovered_seconds(recovered, f"the kill at {point}")
+    record("local", f"kill at {point}" + (" (branch)" if branch else ""), seconds, point=point)
     with dumped.open("rb") as source:
         state = pickle.load(source)
     for relation, table in state["tables"].items():
         assert table["branches"] in (None, [], ["main"]), f"{relation}: branches left {table['branches']}"
     assert state["ledger_duplicates"] == [], "a raw file listed twice in the ledger"
-    return state
-
-
-def _rows(state: dict, relation: str, key: list[str], columns: list[str]) -> dict[tuple, dict]:
-    table = state["tables"][relation]
-    index = {name.lower(): i for i, name in enumerate(table["columns"])}
-    rows = {}
-    for row in table["rows"]:
-        record = {c: row[index[c]] for c in columns}
-        k = tuple(record[c] for c in key)
-        assert k not in rows, f"{relation}: duplicate key {k}"
-        rows[k] = record
-    return rows
-
-
-def _assert_crm_equals_replay(state: dict, landing: Path, label: str) -> None:
-    for table in dms.TABLES:
-        relation = f"faults_current.crm__{table}"
-        columns = [c.lower() for c in state["tables"][relation]["columns"] if not c.startswith("_cdc_")]
-        expected = replay(landing / "dms" / "crm" / table, ["customer_id"])
-        expected = {k: {c: row.get(c) for c in [*columns, "_cdc_op", "_cdc_ts"]} for k, row in expected.items()}
-        actual = _rows(state, relation, ["customer_id"], [*columns, "_cdc_op", "_cdc_ts"])
-        assert_same_table(actual, expected, f"{label}: {relation}")
+    return Dumped(state)
 
 
 @pytest.mark.parametrize(
@@ -158,40 +91,13 @@ def _assert_crm_equals_replay(state: dict, landing: Path, label: str) -> None:
 def test_killed_batch_is_repaired_by_the_next_run(tmp_path, point, branch):
     table = MERGE_POINTS[point]
     kill_at = f"{point}:{table}" if table else point
-    state = _kill_then_recover(tmp_path, kill_at, ("--stage", "1"), ("--stage", "2"), CRM, branch=branch)
-    _assert_crm_equals_replay(state, tmp_path / "landing", f"killed at {kill_at}")
-    _assert_batch_log_never_lies(state, tmp_path, point, branch)
-
-
-def _assert_batch_log_never_lies(state: dict, tmp_path: Path, point: str, branch: bool = True) -> None:
-    """The batch log after the kill and the recovery: stage 1's row and one row for stage 2's batch
-    per table, equal to the replay's counts (tests/pytest/oracles/replay_counts.py); the one exception is a
-    batch the killed run committed but could not log: the recovery logs it as changing nothing, its
-    changes re-delivered (the table already holds them). Never a row for what did not happen."""
-    log = state["tables"]["faults_cdc_meta.cdc_batch_log"]
-    rows = sorted((dict(zip(log["columns"], row, strict=True)) for row in log["rows"]), key=lambda r: r["started_at"])
-    scratch = tmp_path / "stage_names"
-    written = {stage: dms.write_stage(scratch / str(stage), stage) for stage in (1, 2)}
-    for table in dms.TABLES:
-        model = f"crm__{table}"
-        logged = [row for row in rows if row["model_name"] == model]
-        stage_files = [{p.name for p in written[stage] if p.parent.name == table} for stage in (1, 2)]
-        expected = dms_counts(tmp_path / "landing" / "dms" / "crm" / table, ["customer_id"], stage_files)
-        assert [row["status"] for row in logged] == ["applied", "applied"], f"{model}: {logged}"
-        counts = [{name: row[name] for name in COUNTS} for row in logged]
-        assert counts[0] == {name: expected[0][name] for name in COUNTS}, f"{model} stage 1"
-        exact = counts[1] == {name: expected[1][name] for name in COUNTS}
-        committed = model == "crm__customer_master" and (
-            point in COMMITTED_UNLOGGED
-            or (not branch and point in COMMITTED_UNLOGGED_ONE_MERGE)
-            or (point.startswith("during_") and not exact)
-        )
-        if committed:
-            applied = counts[1]["rows_inserted"] + counts[1]["rows_updated"] + counts[1]["rows_deleted"]
-            assert applied == 0 and counts[1]["ignored_redelivered"] > 0, f"{model} after {point}: {counts[1]}"
-            assert counts[1]["change_events"] == expected[1]["change_events"]
-        else:
-            assert exact, f"{model} stage 2 ({point}): logged {counts[1]}, replay {expected[1]}"
+    tables = _kill_then_recover(tmp_path, kill_at, ("--stage", "1"), ("--stage", "2"), CRM, branch=branch)
+    landing = tmp_path / "landing"
+    assert_crm_equals_replay(tables, SCHEMA, landing, f"killed at {kill_at}")
+    assert_ledger_lists_each_file_once(tables, SCHEMA, landing)
+    # One model at a time on the embedded target (threads: 1): the other model's batch is whole.
+    batches = {"crm__customer_master": killed_batch(point, branch)}
+    assert_batch_log_never_lies(tables, SCHEMA, landing, tmp_path / "stage_names", batches)
 
 
 @pytest.mark.faults_full
@@ -205,11 +111,10 @@ def test_killed_schema_evolution_is_finished_by_the_next_run(tmp_path):
         ("--stage", "2", "--evolve", "dms_new_types"),
         CRM,
     )
-    columns = state["tables"]["faults_current.crm__customer_master"]["columns"]
+    columns = state.columns("faults_current.crm__customer_master")
     assert {"credit_limit", "birth_date"} <= set(columns)
-    _assert_crm_equals_replay(state, tmp_path / "landing", "killed during schema evolution")
-    log = state["tables"]["faults_cdc_meta.schema_evolution_log"]
-    logged = sorted(row[log["columns"].index("column_name")] for row in log["rows"])
+    assert_crm_equals_replay(state, SCHEMA, tmp_path / "landing", "killed during schema evolution")
+    logged = sorted(row["column_name"] for row in state.records("faults_cdc_meta.schema_evolution_log"))
     assert logged == ["birth_date", "credit_limit"], "each applied change logged once"
 
 
@@ -235,7 +140,7 @@ def test_killed_snapshot_is_taken_by_the_next_run(tmp_path):
     expected.run(joined_customers(first))
     expected.run(joined_customers(landing))
     columns = ["customer_id", *CUSTOMER_ATTRIBUTES, "valid_from", "valid_to", "is_current", "is_deleted"]
-    actual = _rows(state, "faults_marts.dim_customer", ["customer_id", "valid_from"], columns)
+    actual = state.table_rows("faults_marts.dim_customer", ["customer_id", "valid_from"], columns)
     wanted = {k: {c: row[c] for c in columns} for k, row in expected.dim_rows().items()}
     assert_same_table(actual, wanted, "dim_customer after a snapshot killed mid-merge")
 
@@ -245,7 +150,7 @@ def test_second_run_on_the_embedded_warehouse_is_refused_and_the_first_finishes(
     """Two `make run`s at once on the embedded target: the second is refused at once, naming the
     first; the first, held in the middle of its batch meanwhile, finishes, and its tables equal the replay."""
     first, _ = _process(tmp_path, "--stage", "1", "--", *CRM)
-    assert first.returncode == 0, _tail(first)
+    assert first.returncode == 0, tail(first)
     environ = {
         **os.environ,
         "PYTHONPATH": import_path(os.environ),
@@ -284,5 +189,5 @@ def test_second_run_on_the_embedded_warehouse_is_refused_and_the_first_finishes(
             os.killpg(running.pid, signal.SIGKILL)
     assert running.returncode == 0, rest[-3000:]
     with dumped.open("rb") as source:
-        state = pickle.load(source)
-    _assert_crm_equals_replay(state, tmp_path / "landing", "the first run, beside a refused second one")
+        state = Dumped(pickle.load(source))
+    assert_crm_equals_replay(state, SCHEMA, tmp_path / "landing", "the first run, beside a refused second one")

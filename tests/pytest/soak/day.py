@@ -14,12 +14,12 @@ import signal
 import time
 from pathlib import Path
 
+from helpers.faults import BRANCH_POINTS, MERGE_POINTS
 from soak import checks, report
 from soak.commands import Outcome, environment, folder_bytes, start
 from soak.producers import SUBJECT, Table, choose_subject, make_tables
 from soak.project import add_sources, declare_subject, make_project
 from soak.settings import LATE_BY, REDELIVER_LAG, Settings, killed_runs, maintain_minutes, run_minutes
-from test_faults import BRANCH_POINTS, MERGE_POINTS
 
 log = logging.getLogger("soak")
 MARKER = ".soak-work"  # a work folder the soak made, which it may empty again
