@@ -36,7 +36,15 @@ from python_hooks.commands.summary import run_summary
 from python_hooks.evolution import staging_views
 from python_hooks.evolution.apply import evolve
 from python_hooks.landing.files import empty_files, is_listed_here, landing_files
-from python_hooks.landing.pending import PLAN_VARIABLE, idle_models, pending, pending_files, plan_environment
+from python_hooks.landing.pending import (
+    PLAN_VARIABLE,
+    STAGING_TEST_FILES_VARIABLE,
+    idle_models,
+    pending,
+    pending_files,
+    plan_environment,
+    staging_test_files,
+)
 from python_hooks.project import env, faults
 from python_hooks.project.dbt_args import split_shared_options
 from python_hooks.project.meta import BATCH_LOG, ERASURE_REGISTER, RECTIFICATION_REGISTER
@@ -329,8 +337,13 @@ def run_pipeline(
         runner.manifest = found.manifest
     # The run's plan: the files each model applies, as the hooks listed them (landing/pending.py).
     given_plan = os.environ.pop(PLAN_VARIABLE, None)
+    given_tested = os.environ.pop(STAGING_TEST_FILES_VARIABLE, None)
     if found.plan:
         os.environ[PLAN_VARIABLE] = plan_environment(found.plan)
+        # The staging views' data tests read the plan's files, not the folders' history (staging_tests.sql).
+        if not _full_refresh(dbt_args):
+            handed = json.loads(os.environ[PLAN_VARIABLE])
+            os.environ[STAGING_TEST_FILES_VARIABLE] = staging_test_files(handed, found.tables)
     # The staging views dbt leaves as they are (evolution/staging_views.py); --full-refresh builds all.
     given_unchanged = os.environ.pop(staging_views.UNCHANGED_VARIABLE, None)
     if found.unchanged_views and not _full_refresh(dbt_args):
@@ -353,6 +366,9 @@ def run_pipeline(
         os.environ.pop(PLAN_VARIABLE, None)
         if given_plan is not None:
             os.environ[PLAN_VARIABLE] = given_plan
+        os.environ.pop(STAGING_TEST_FILES_VARIABLE, None)
+        if given_tested is not None:
+            os.environ[STAGING_TEST_FILES_VARIABLE] = given_tested
         os.environ.pop(staging_views.UNCHANGED_VARIABLE, None)
         if given_unchanged is not None:
             os.environ[staging_views.UNCHANGED_VARIABLE] = given_unchanged

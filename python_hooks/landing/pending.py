@@ -123,6 +123,8 @@ def pending_files(warehouse: Warehouse, tables: Sequence[CdcTable]) -> dict[str,
 # the macro itself.
 PLAN_VARIABLE = "CDC_RUN_PLAN"
 PLAN_MAX_CHARS = 64_000
+# What the staging views' data tests read in a run with a plan (macros/cdc/staging_tests.sql).
+STAGING_TEST_FILES_VARIABLE = "CDC_STAGING_TEST_FILES"
 
 
 def plan_environment(plan: dict[str, dict]) -> str:
@@ -136,6 +138,18 @@ def plan_environment(plan: dict[str, dict]) -> str:
         kept[identifier] = entry
         size += len(text)
     return json.dumps(kept)
+
+
+def staging_test_files(plan: dict[str, dict], tables: Sequence[CdcTable]) -> str:
+    """The JSON text of CDC_STAGING_TEST_FILES: per staging model of a table the plan holds (the plan as
+    handed to dbt), its files' names as Spark SQL string literals, comma-separated, for the macro to
+    put in its `in (...)` as they are (no quoting rule in Jinja)."""
+    names: dict[str, set[str]] = {}
+    for table in tables:
+        entry = plan.get(table.identifier)
+        if entry is not None:
+            names.setdefault(table.staging_model, set()).update(name for name, _ in entry["files"])
+    return json.dumps({model: ", ".join(sql_string(n) for n in sorted(files)) for model, files in names.items()})
 
 
 def _pending_in_listing_tables(warehouse: Warehouse, tables: Sequence[CdcTable]) -> dict[str, int]:

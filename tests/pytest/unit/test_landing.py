@@ -15,7 +15,14 @@ from python_hooks.landing.files import (
     landing_files,
     raw_files,
 )
-from python_hooks.landing.pending import PLAN_MAX_CHARS, idle_models, pending, pending_files, plan_environment
+from python_hooks.landing.pending import (
+    PLAN_MAX_CHARS,
+    idle_models,
+    pending,
+    pending_files,
+    plan_environment,
+    staging_test_files,
+)
 from python_hooks.project.storage import Location
 from python_hooks.project.tables import CdcTable
 
@@ -124,6 +131,20 @@ def test_the_plan_leaves_out_a_table_whose_file_names_repeat_and_what_does_not_f
     kept = json.loads(plan_environment(big))
     assert 0 < len(kept) < len(big) and len(plan_environment(big)) <= PLAN_MAX_CHARS
     assert all(kept[name] == big[name] for name in kept)
+
+
+def test_staging_tests_get_the_plans_file_names_as_quoted_literals(tmp_path):
+    """Per staging model, the names of the plan's files (two models on one staging view: both sets), each
+    a Spark string literal whatever it holds; a table the plan does not hold is not named (whole view)."""
+    a, b, c = _table(tmp_path / "a", "a"), _table(tmp_path / "b", "b"), _table(tmp_path / "c", "c")
+    twin = replace(b, model="b2", identifier="b2")
+    plan = {
+        "a": {"folder": "/a", "files": [["it's.parquet", "it's.parquet"], ["x\\y.parquet", "d/x\\y.parquet"]]},
+        "b": {"folder": "/b", "files": [["2.parquet", "2.parquet"]]},
+        "b2": {"folder": "/b", "files": [["1.parquet", "1.parquet"], ["2.parquet", "2.parquet"]]},
+    }
+    handed = json.loads(staging_test_files(plan, [a, b, twin, c]))
+    assert handed == {"stg_a": "'it\\'s.parquet', 'x\\\\y.parquet'", "stg_b": "'1.parquet', '2.parquet'"}
 
 
 class _LedgerWithSnapshot(_Warehouse):
