@@ -12,10 +12,10 @@
          even when it changes nothing, and a rerun with no new data must leave the table as it was;
       4. with a list `unique_key`, the staging relation's dbt_unique_key_1..N columns stay out of the
          snapshot, as in dbt's default materialization (dbt-labs/dbt-adapters#2101);
-      5. a column whose type the source widened (a current-state table's int promoted to bigint by the
-         hooks) is widened in the snapshot too (`snapshot_promote_columns`): dbt-spark's
+      5. a column whose type the source widened as Iceberg allows (a current-state table's int promoted
+         to bigint by the hooks) is widened in the snapshot too (`snapshot_promote_columns`): dbt-spark's
          expand_target_column_types widens nothing but strings, and the MERGE would cast a value above
-         2^31 back to int and fail. -#}
+         2^31 back to int and fail. Any other type difference is left as dbt-spark leaves it. -#}
 
 {% materialization snapshot, adapter='spark' %}
 
@@ -188,11 +188,11 @@
 
 
 {% macro snapshot_promote_columns(from_relation, to_relation) %}
-    {#- Each column of to_relation (the snapshot) whose type differs from its type in from_relation
-        (the staging relation: the snapshot's rows and the source's, so a type both can take) is
-        altered to it. Which changes are allowed is Iceberg's rule (int -> bigint, float -> double,
-        a decimal's precision raised; python_hooks/evolution/types.py asks the same of the raw files):
-        any other is refused by Iceberg's ALTER, naming the table, the column and both types. -#}
+    {#- Each column of to_relation (the snapshot) whose type the staging relation (the snapshot's rows
+        and the source's) widened in a way Iceberg allows (`cdc_iceberg_widens`: int -> bigint,
+        float -> double, a decimal's precision raised) is altered to it. Any other difference is left
+        as dbt-spark leaves it: the MERGE assigns the value to the snapshot's type (a date column
+        taking dbt's timestamp `dbt_updated_at`, say), and the snapshot keeps working. -#}
     {%- set snapshot_types = {} -%}
     {%- for column in adapter.get_columns_in_relation(to_relation) -%}
         {%- do snapshot_types.update({column.name | lower: column.data_type | lower}) -%}
@@ -200,9 +200,11 @@
     {%- for column in adapter.get_columns_in_relation(from_relation) -%}
         {%- set old_type = snapshot_types.get(column.name | lower) -%}
         {%- set new_type = column.data_type | lower -%}
-        {%- if old_type and old_type != new_type -%}
+        {%- if old_type and old_type != new_type and cdc_iceberg_widens(old_type, new_type) -%}
             {%- do log('cdc: ' ~ to_relation ~ '.' ~ column.name ~ ' widened: ' ~ old_type ~ ' -> ' ~ new_type, info=true) -%}
             {%- do cdc_execute('alter table ' ~ to_relation ~ ' alter column ' ~ adapter.quote(column.name) ~ ' type ' ~ new_type) -%}
+        {%- elif old_type and old_type != new_type -%}
+            {%- do log('cdc: ' ~ to_relation ~ '.' ~ column.name ~ ' kept as ' ~ old_type ~ ' (the source has ' ~ new_type ~ ', not a widening Iceberg allows)') -%}
         {%- endif -%}
     {%- endfor -%}
 {% endmacro %}
