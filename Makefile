@@ -3,7 +3,7 @@
 #   make run    the pipeline once over whatever is in $CDC_LANDING_ROOT (what a scheduler calls)
 #   make status where each table stands (exit 1 on a refusal or a stale table)
 #   make maintain  table maintenance: compaction, manifests, snapshot expiry, orphan files
-#   make test   every test (make test-adapter: dbt's adapter test suite alone, all of it)
+#   make test-fast / test / test-all   the test tiers: no JVM (2 min); every test but the long suites; all (docs/tests.md)
 #   make fuzz   damaged raw files: a long hypothesis run on the Python side, then the whole corpus through Spark
 #   make soak   a simulated day: 20 tables, a run every 5 minutes (1 % killed), maintain hourly, then checked
 #   make cluster-up / cluster-down / cluster-status   the shared target on this machine (CDC_TARGET=cluster)
@@ -22,7 +22,8 @@ BIN := $(VENV)/bin
 # their defaults, made absolute, from python_hooks/project/env.py, which every Python of the venv applies.
 export DBT_PROFILES_DIR := $(CURDIR)/profiles
 
-.PHONY: help install check-java system-packages cluster-packages demo run status maintain test test-adapter-cluster faults fuzz soak bench lint docs docs-serve clean \
+.PHONY: help install check-java system-packages cluster-packages demo run status maintain test test-fast test-all \
+	test-embedded test-servers test-live-browser test-adapter-cluster faults fuzz soak bench lint docs docs-serve clean \
 	cluster-up cluster-down cluster-status s3-up s3-down s3-status bench-scale bench-s3 \
 	live-up live-workload live-drain live-down live-status test-live demo-live test-adapter
 
@@ -34,7 +35,11 @@ help:
 	@echo "make run     run the pipeline once on \$$CDC_LANDING_ROOT (default data/landing); CDC_VERBOSE=1 shows dbt's lines"
 	@echo "make status  per table: rows, last run and its counts, lag, files waiting/refused (PLOT=lag.png draws it)"
 	@echo "make maintain  compact, rewrite manifests, expire snapshots (+cdc_retention), remove orphan files"
-	@echo "make test    run every test (pytest with real Spark + Iceberg, dbt data tests); of the kill points, a smoke subset"
+	@echo "make test-fast  lint, the unit tests and the lint rules' tests: no JVM, no server (about 2 minutes)"
+	@echo "make test    every test but the long suites (real Spark + Iceberg, the cluster, S3, PostgreSQL, Chromium),"
+	@echo "             as two pytest processes side by side; of the kill points and the fuzz corpus, a smoke subset"
+	@echo "make test-embedded / test-servers / test-live-browser  one part of make test alone (the CI workflow's jobs)"
+	@echo "make test-all  make test, the whole adapter suite, make faults, make fuzz and a short soak (nightly)"
 	@echo "make test-adapter  dbt Labs' adapter test suite with the project's macros, every class (README 'Writing your own models')"
 	@echo "make test-adapter-cluster  the same on the cluster target (a cluster of its own, warehouse on a local S3 server)"
 	@echo "make faults  the fault-injection suite on both targets: a run killed (SIGKILL) at every kill point, then repaired by the next;"
@@ -172,8 +177,45 @@ status: install check-java
 maintain: install check-java
 	$(BIN)/python -m python_hooks maintain
 
+# The test tiers (docs/tests.md). Markers say what a test needs (pytest.ini; tests/pytest/conftest.py sets them).
+#   test-fast  no JVM, no server: lint, then the unit tests and the lint rules' tests
+#   test       everything but the long suites, as two pytest processes side by side (scripts/test_groups.py):
+#              `servers` (the cluster, the S3 server, the live source, the browser, the project's commands as
+#              processes) and `embedded` (the rest: the embedded SparkSession in this process); each pays once
+#              for what its tests share. TEST_GROUPS_PARALLEL=0 runs them one after the other.
+#   test-all   also the long suites: the whole adapter suite, make faults, make fuzz and a short soak
+LONG_SUITES := faults_full or adapter_suite_full or fuzz_full
+SERVERS := cluster or s3 or live or browser or subprocess
+PYTEST_ARGS ?=
+
+test-fast: install
+	$(MAKE) --no-print-directory lint
+	$(BIN)/python -m pytest tests/pytest/unit tests/pytest/test_lint.py -m "not ($(LONG_SUITES))" -q --durations=10 $(PYTEST_ARGS)
+
 test: install check-java cluster-packages
-	$(BIN)/python -m pytest tests/pytest -m "not faults_full and not adapter_suite_full and not fuzz_full" --durations=40
+	$(BIN)/python scripts/test_groups.py "servers=($(SERVERS)) and not ($(LONG_SUITES))" \
+	  "embedded=not ($(SERVERS)) and not ($(LONG_SUITES))" -- $(PYTEST_ARGS)
+
+# One group of make test alone (what the GitHub workflow's jobs run): the embedded SparkSession's tests; the
+# cluster's, the S3 server's and the project's commands as processes; the live source's and the browser's.
+test-embedded: install check-java
+	$(BIN)/python -m pytest tests/pytest -m "not ($(SERVERS)) and not ($(LONG_SUITES))" --durations=25 $(PYTEST_ARGS)
+
+test-servers: install check-java cluster-packages
+	$(BIN)/python -m pytest tests/pytest -m "(cluster or s3 or subprocess) and not (live or browser) and not ($(LONG_SUITES))" \
+	  --durations=25 $(PYTEST_ARGS)
+
+test-live-browser: install check-java cluster-packages
+	$(BIN)/python -m pytest tests/pytest -m "(live or browser) and not ($(LONG_SUITES))" --durations=25 $(PYTEST_ARGS)
+
+# make test, the long suites and a short soak (3 tables, an hour of runs, one kill): the nightly tier.
+test-all: install check-java cluster-packages
+	$(BIN)/python scripts/test_groups.py "servers=($(SERVERS)) and not (faults_full or fuzz_full)" \
+	  "embedded=not ($(SERVERS)) and not (faults_full or fuzz_full)" -- $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory faults
+	$(MAKE) --no-print-directory fuzz
+	SOAK_TABLES=3 SOAK_MINUTES=60 SOAK_MAINTAIN_EVERY=30 SOAK_KILL_RUNS=5 SOAK_WORK=$(CURDIR)/target/soak-short \
+	  $(MAKE) --no-print-directory soak
 
 # dbt Labs' adapter test suite with the project's macros (tests/pytest/adapter_suite/, README "Writing your own
 # models"), every class of it; make test runs it too, but for the classes marked adapter_suite_full.

@@ -20,11 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from helpers.adapter_suite import SUITE_TARGET
 from helpers.cluster import Cluster, free_ports
 from helpers.dbt_runner import Dbt
 from helpers.live import Live
 from helpers.paths import PROJECT
-from helpers.s3 import S3_VARIABLES, Server, running_server, started_server
+from helpers.s3 import S3_VARIABLES, Server, server_variables, started_server, with_bucket_of_its_own
 from python_hooks.project import env
 
 # PySpark turns timestamps into naive datetimes in the process's local zone: make it UTC.
@@ -35,6 +36,43 @@ time.tzset()
 os.environ.setdefault("CDC_ERASURE_SECRET", "pytest-erasure-secret-0123456789")
 # The tests and replays expect the sample's fixed dates, never the demo's clock (sample_data/clock.py).
 os.environ.pop("CDC_SAMPLE_TIMES", None)
+
+
+# What a test needs, from the fixtures it asks for (pytest.ini's markers; docs/tests.md): `make test` runs the
+# tests that need the run's own servers in one pytest process and the others in a second one, side by side.
+NEEDS = {
+    "spark": {"spark", "dbt", "warehouse"},
+    "cluster": {"cluster", "cluster_s3"},
+    "s3": {"s3_server", "cluster_s3"},
+    "live": {"live"},
+    "browser": set(),  # a module that drives Chromium says so (pytestmark)
+    "subprocess": set(),  # so does one that runs the project's commands as processes of their own
+}
+UNIT = Path(__file__).parent / "unit"
+ADAPTER_SUITE = Path(__file__).parent / "adapter_suite"  # its `project` fixture brings the suite's target up
+
+
+def _conftest_fixtures(item: pytest.Item) -> set[str]:
+    """The fixtures of this file `item` asks for (not a parameter or a module's fixture of the same name)."""
+    definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    return {name for name, defs in definitions.items() if defs and defs[-1].func.__module__ == __name__}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = _conftest_fixtures(item)
+        for marker, names in NEEDS.items():
+            if fixtures & names:
+                item.add_marker(marker)
+        if item.get_closest_marker("live_capture"):
+            item.add_marker("live")
+        if item.path.is_relative_to(ADAPTER_SUITE):
+            item.add_marker("spark" if SUITE_TARGET == "local" else "cluster")
+        if item.path.is_relative_to(UNIT):
+            needs = [m for m in NEEDS if item.get_closest_marker(m)]
+            if needs:  # make test-fast runs tests/pytest/unit without a JVM or a server
+                raise pytest.UsageError(f"{item.nodeid}: a unit test needs {', '.join(needs)}; move it out of unit/")
 
 
 @pytest.fixture(scope="session")
@@ -68,12 +106,21 @@ def schema() -> str:
     return f"t_{uuid.uuid4().hex[:10]}"
 
 
+@pytest.fixture(scope="session")
+def s3_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The run's local S3 server (helpers/s3.py), started once for every module that asks for `s3_server`,
+    stopped after the last one, also when one fails; os.environ untouched."""
+    with started_server(tmp_path_factory.mktemp("s3")) as server:
+        yield server
+
+
 @pytest.fixture(scope="module")
-def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """A real local S3 server for the module (helpers/s3.py), the standard variables in os.environ
-    for its tests, stopped after them also when one fails. No Spark; a module that also uses the
-    run's SparkSession and runs first gets the server up before it, so the profile sees the endpoint."""
-    with running_server(tmp_path_factory.mktemp("s3")) as server:
+def s3_server(s3_session: Server) -> Iterator[Server]:
+    """The run's local S3 server, with the standard variables that reach it in os.environ for the module's
+    tests (as `eval "$(python -m python_hooks s3 env)"` gives them), os.environ as it was afterwards. No
+    Spark; a module that also uses the run's SparkSession and runs first gets the server up before it, so
+    the profile sees the endpoint. Each module has a bucket of its own on it."""
+    with server_variables(with_bucket_of_its_own(s3_session)) as server:
         yield server
 
 

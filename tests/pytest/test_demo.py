@@ -22,6 +22,8 @@ import pytest
 from python_hooks.project import embedded_lock
 
 PROJECT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.subprocess  # make demo and what follows it, as a new user runs them
+
 TABLES = [
     "crm__customer_address",
     "crm__customer_master",

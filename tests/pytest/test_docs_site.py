@@ -52,6 +52,9 @@ CHROMIUM_FLAGS = [
 ]
 
 
+pytestmark = pytest.mark.browser
+
+
 def chromium_path() -> str | None:
     candidates = [os.environ.get("CHROMIUM"), "chromium", "chromium-browser", "google-chrome"]
     for candidate in filter(None, candidates):

@@ -45,6 +45,8 @@ from helpers.tables import assert_same_table
 from oracles.replay_history import CUSTOMER_ATTRIBUTES, CustomerSnapshot, joined_customers
 from sample_data import dms
 
+pytestmark = pytest.mark.subprocess  # each run is a process of its own, with its own embedded Spark
+
 CUSTOMER = ("--select", "+dim_customer", "--indirect-selection", "cautious")
 SMOKE = {"during_merge"}
 SCHEMA = "faults"

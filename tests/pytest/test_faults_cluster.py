@@ -74,7 +74,7 @@ from helpers.faults import (
 )
 from sample_data import dms
 
-pytestmark = pytest.mark.faults_full
+pytestmark = [pytest.mark.faults_full, pytest.mark.cluster]
 
 TARGET = "cluster"
 

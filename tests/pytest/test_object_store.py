@@ -10,15 +10,26 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from helpers.paths import PROJECT
-from helpers.s3 import Server, s3_command, weed_processes
+from helpers.s3 import Server, s3_command, server_variables, started_server, weed_processes
 from python_hooks.project import object_store
 
 pytestmark = pytest.mark.s3
+
+
+pytestmark = pytest.mark.s3
+
+
+@pytest.fixture(scope="module")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server of this module's own, not the run's shared one: these tests start it again and stop it."""
+    with started_server(tmp_path_factory.mktemp("s3-own")) as server, server_variables(server):
+        yield server
 
 
 def test_up_twice_is_harmless_and_status_and_env_say_where(s3_server: Server):

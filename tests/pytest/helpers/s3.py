@@ -1,7 +1,7 @@
 """A real local S3 server for the tests (python_hooks/objectstore/: SeaweedFS's `weed mini`), started
 by `python -m python_hooks s3 up` on free ports in a temp folder with a bucket of its own, the
 standard variables that `s3 env` prints put in os.environ while it runs, and stopped at the end,
-also when a test fails (`.ci/run` stops it if pytest itself is killed: data/.test-s3 names it).
+also when a test fails (`.ci/run` stops it if pytest itself is killed: a data/.test-s3-* file names it).
 No Spark: the `s3_server` fixture (conftest.py) is what a test module asks for."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 
 from helpers.paths import PROJECT
 from python_hooks.objectstore.server import free_port
+from python_hooks.project import object_store
 
 S3_VARIABLES = ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"]
 
@@ -71,9 +72,11 @@ def weed_processes(folder: Path) -> list[int]:
 
 
 @contextlib.contextmanager
-def started_server(folder: Path, marker_name: str = ".test-s3") -> Iterator[Server]:
+def started_server(folder: Path, marker_name: str | None = None) -> Iterator[Server]:
     """A server with its data in `folder`, up for the `with` block, on free ports with a bucket of its
-    own; os.environ untouched (Server.variables reach it). Stopped afterwards, also on failure."""
+    own; os.environ untouched (Server.variables reach it). Stopped afterwards, also on failure. While it
+    runs, data/<marker_name> (default .test-s3-<random>) names its folder for `.ci/run`'s clean-up."""
+    marker_name = marker_name or f".test-s3-{uuid.uuid4().hex[:8]}"
     port = free_port_block()
     bucket = f"cdc-test-{uuid.uuid4().hex[:8]}"
     environ = {k: v for k, v in os.environ.items() if k not in [*S3_VARIABLES, "CDC_S3_BUCKET"]}
@@ -92,22 +95,39 @@ def started_server(folder: Path, marker_name: str = ".test-s3") -> Iterator[Serv
 
 
 @contextlib.contextmanager
-def running_server(folder: Path) -> Iterator[Server]:
-    """started_server(), with the standard variables that reach it in os.environ for the `with`
-    block; os.environ as it was afterwards."""
+def server_variables(server: Server) -> Iterator[Server]:
+    """The standard variables that reach `server` in os.environ for the `with` block; os.environ as it
+    was afterwards."""
     saved = {name: os.environ.get(name) for name in [*S3_VARIABLES, "CDC_S3_BUCKET"]}
     try:
-        with started_server(folder) as server:
-            for name in S3_VARIABLES:
-                os.environ.pop(name, None)
-            os.environ.update(server.variables)
-            yield server
+        for name in S3_VARIABLES:
+            os.environ.pop(name, None)
+        os.environ.update(server.variables)
+        yield server
     finally:
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def with_bucket_of_its_own(server: Server) -> Server:
+    """`server` with a new bucket made on it: what a module writes never meets another module's objects."""
+    from dataclasses import replace
+
+    from python_hooks.objectstore.server import config_from_env
+
+    bucket = f"cdc-test-{uuid.uuid4().hex[:8]}"
+    config = config_from_env(server.environ)
+    store = object_store.filesystem(server.endpoint, config.keys, config.region, allow_bucket_creation=True)
+    store.create_dir(bucket)
+    return replace(
+        server,
+        bucket=bucket,
+        environ={**server.environ, "CDC_S3_BUCKET": bucket},
+        variables={**server.variables, "CDC_S3_BUCKET": bucket},
+    )
 
 
 def spark_reaches(spark, server: Server) -> None:
