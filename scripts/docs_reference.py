@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import argparse
 import ast
+import inspect
 import re
 import sys
+import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,10 +100,16 @@ class MissingNote(Exception):
 # --- the command line ---------------------------------------------------------------------------
 
 
-def _help(command: click.Command) -> str:
-    text = command.help or command.short_help or ""
-    text = text.replace("\b\n", "")
-    return text.strip()
+def _help_lines(command: click.Command) -> list[str]:
+    """A command's help as Markdown: its paragraphs wrapped, a click `\\b` block (kept as written) fenced."""
+    lines: list[str] = []
+    for paragraph in inspect.cleandoc(command.help or command.short_help or "").split("\n\n"):
+        if paragraph.startswith("\b\n"):
+            block = textwrap.dedent(paragraph[2:]).strip("\n")
+            lines += ["```", *block.splitlines(), "```", ""]
+        else:
+            lines += [*_wrap(paragraph), ""]
+    return lines
 
 
 def _option_line(param: click.Parameter) -> list[str]:
@@ -129,10 +137,12 @@ def _option_line(param: click.Parameter) -> list[str]:
     if param.show_default and param.default not in (None, False):
         default = param.default
         if isinstance(default, Path):
-            default = "the project folder" if default.resolve() == PROJECT else default
-        facts.append(f"default `{default}`")
+            facts.append("default: the project folder" if default.resolve() == PROJECT else f"default `{default}`")
+        else:
+            facts.append(f"default `{default}`")
     help_text = " ".join((param.help or "").split())
-    return _wrap(f"- {names} ({', '.join(facts)}): {help_text}", indent="  ")
+    described = f"{names} ({', '.join(facts)})" if facts else names
+    return _wrap(f"- {described}: {help_text}", indent="  ")
 
 
 def _commands(group: click.Group, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], click.Command]]:
@@ -161,8 +171,7 @@ def cli_reference() -> str:
     ]
     for path, command in _commands(main):
         lines += [f"## `{' '.join(path)}`", ""]
-        for paragraph in _help(command).split("\n\n"):
-            lines += [*_wrap(paragraph), ""]
+        lines += _help_lines(command)
         params = [p for p in command.params if p.name != "help"]
         if params:
             lines += [*(line for p in params for line in _option_line(p)), ""]
@@ -188,9 +197,13 @@ def variables_in_code() -> dict[str, list[str]]:
 
 
 def _env_py_default(name: str) -> str | None:
-    """The default python_hooks/project/env.py gives, relative to the project folder."""
+    """The default the code gives: python_hooks/project/env.py's (relative to the project folder), or a port of
+    the cluster target (python_hooks/cluster/config.py: PORTS)."""
+    from python_hooks.cluster.config import PORTS
     from python_hooks.project import env
 
+    if name in PORTS:
+        return f"`{PORTS[name]}`"
     if name in env.PROFILE_DEFAULTS:
         return f"`{env.PROFILE_DEFAULTS[name]}`"
     local, cluster = env.defaults("local"), env.defaults("cluster")
