@@ -239,6 +239,7 @@ docs: install check-java
 	$(BIN)/python -m python_hooks docs
 	$(BIN)/python -m scripts.docs_reference
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(or $(DBT_TARGET_PATH),target)/manual
+	@echo "docs: the manual $(or $(DBT_TARGET_PATH),target)/manual/index.html (docs/, mkdocs.yml)"
 
 docs-serve: install
 	@test -f target/index.html -a -f target/manifest.json || $(MAKE) docs
