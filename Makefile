@@ -31,6 +31,11 @@ SQL_PATHS := $(wildcard models snapshots tests analyses)
 DOCS_PORT ?= 8080
 
 help:
+	@echo "make help    this list"
+	@echo "make install the venv (.venv, requirements.txt) and the jars (jars/pom.xml into jars/lib/); every target runs it"
+	@echo "make check-java  say what to install when Java (a JDK 17, for Spark) is missing"
+	@echo "make system-packages  the Debian packages: a JDK 17, Maven, Chromium (browser tests) and cluster-packages"
+	@echo "make cluster-packages  PostgreSQL and its JDBC driver (the cluster target, the live source), when missing"
 	@echo "make demo    write sample DMS/Debezium change files stage by stage and run the pipeline after each"
 	@echo "make run     run the pipeline once on \$$CDC_LANDING_ROOT (default data/landing); CDC_VERBOSE=1 shows dbt's lines"
 	@echo "make status  per table: rows, last run and its counts, lag, files waiting/refused (PLOT=lag.png draws it)"
@@ -38,21 +43,23 @@ help:
 	@echo "make test-fast  lint, the unit tests and the lint rules' tests: no JVM, no server (about 2 minutes)"
 	@echo "make test    every test but the long suites (real Spark + Iceberg, the cluster, S3, PostgreSQL, Chromium),"
 	@echo "             as two pytest processes side by side; of the kill points and the fuzz corpus, a smoke subset"
-	@echo "make test-embedded / test-servers / test-live-browser  one part of make test alone (the CI workflow's jobs)"
+	@echo "make test-embedded  the part of make test on this process's embedded Spark (a CI job)"
+	@echo "make test-servers   the part on the test cluster, the S3 server and the project's commands as processes (a CI job)"
+	@echo "make test-live-browser  the part on a live PostgreSQL + Debezium and in headless Chromium (a CI job)"
 	@echo "make test-all  make test, the whole adapter suite, make faults, make fuzz and a short soak (nightly)"
-	@echo "make test-adapter  dbt Labs' adapter test suite with the project's macros, every class (README 'Writing your own models')"
+	@echo "make test-adapter  dbt Labs' adapter test suite with the project's macros, every class (docs/models.md)"
 	@echo "make test-adapter-cluster  the same on the cluster target (a cluster of its own, warehouse on a local S3 server)"
 	@echo "make faults  the fault-injection suite on both targets: a run killed (SIGKILL) at every kill point, then repaired by the next;"
 	@echo "             then on a cluster of its own the same, and its Thrift Server, metastore PostgreSQL and worker hit mid-MERGE"
 	@echo "make fuzz    damaged raw files (FUZZ_EXAMPLES=20000 hypothesis cases without Spark), then every corpus case with Spark"
-	@echo "make soak    a simulated day (SOAK_* knobs, README 'Soak'): runs, kills, maintenance, then every table checked"
+	@echo "make soak    a simulated day (SOAK_* knobs, docs/performance.md): runs, kills, maintenance, then every table checked"
 	@echo "make lint    sqlfluff, ruff, the import layers of python_hooks and the pre-commit checks"
-	@echo "make docs    build the dbt docs site (target/index.html and target/static_index.html)"
+	@echo "make docs    build the dbt docs site (target/index.html, target/static_index.html) and the manual (target/manual/)"
 	@echo "make docs-serve  serve it on http://localhost:$(DOCS_PORT)"
 	@echo "make bench   the benchmark (bench/README.md); make bench-scale: M and Z at 200 tables; make bench-s3: on S3"
 	@echo "make cluster-up      start the shared target: PostgreSQL metastore, Spark master + worker, Thrift Server"
-	@echo "make cluster-down    stop it;  make cluster-status  what runs"
 	@echo "                     then CDC_TARGET=cluster make run|demo, or dbt ... --target cluster"
+	@echo "make cluster-down    stop it;  make cluster-status  what runs"
 	@echo "make s3-up   start a local S3 server (SeaweedFS) on 127.0.0.1:$(or $(CDC_S3_PORT),8333), data in data/s3, a bucket made"
 	@echo "make s3-down stop it;  make s3-status  what runs, where;  .venv/bin/python -m python_hooks s3 env  its AWS_* variables"
 	@echo "make live-up       start a live PostgreSQL source (127.0.0.1:$(or $(CDC_LIVE_PG_PORT),15433)), fill it, capture it with Debezium"
@@ -113,7 +120,7 @@ cluster-packages:
 	fi
 
 # The shared target on this machine (python_hooks/cluster/); ports, memory and folders from
-# CDC_* variables (README "Working as a team").
+# CDC_* variables (docs/cluster.md).
 cluster-up: install check-java cluster-packages
 	CDC_TARGET=cluster $(BIN)/python -m python_hooks cluster up
 
@@ -123,7 +130,7 @@ cluster-down: install
 cluster-status: install
 	@CDC_TARGET=cluster $(BIN)/python -m python_hooks cluster status
 
-# A local S3 server (python_hooks/objectstore/; README "Object storage"): port, bucket and keys from
+# A local S3 server (python_hooks/objectstore/; docs/storage.md): port, bucket and keys from
 # CDC_S3_PORT, CDC_S3_BUCKET, AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY.
 s3-up: install
 	$(BIN)/python -m python_hooks s3 up
@@ -134,7 +141,7 @@ s3-down: install
 s3-status: install
 	@$(BIN)/python -m python_hooks s3 status
 
-# A live PostgreSQL source captured by Debezium's embedded engine (python_hooks/live/, README "A live source");
+# A live PostgreSQL source captured by Debezium's embedded engine (python_hooks/live/, docs/live.md);
 # port, folder and file rolling from CDC_LIVE_* variables. live-up is harmless twice.
 live-up: install check-java cluster-packages
 	$(BIN)/python -m python_hooks live pg-up
@@ -173,7 +180,7 @@ run: install check-java
 status: install check-java
 	$(BIN)/python -m python_hooks status $(if $(PLOT),--plot $(PLOT))
 
-# Table maintenance (python_hooks/commands/maintain.py, README "Maintenance"); CDC_TARGET=cluster beside the scheduler.
+# Table maintenance (python_hooks/commands/maintain.py, docs/schedule.md); CDC_TARGET=cluster beside the scheduler.
 maintain: install check-java
 	$(BIN)/python -m python_hooks maintain
 
@@ -217,8 +224,7 @@ test-all: install check-java cluster-packages
 	SOAK_TABLES=3 SOAK_MINUTES=60 SOAK_MAINTAIN_EVERY=30 SOAK_KILL_RUNS=5 SOAK_WORK=$(CURDIR)/target/soak-short \
 	  $(MAKE) --no-print-directory soak
 
-# dbt Labs' adapter test suite with the project's macros (tests/pytest/adapter_suite/, README "Writing your own
-# models"), every class of it; make test runs it too, but for the classes marked adapter_suite_full.
+# dbt Labs' adapter test suite with the project's macros (tests/pytest/adapter_suite/, docs/models.md), every class of it; make test runs it too, but for the classes marked adapter_suite_full.
 test-adapter: install check-java
 	$(BIN)/python -m pytest tests/pytest/adapter_suite --durations=20
 
@@ -233,7 +239,7 @@ faults: install check-java cluster-packages
 	$(BIN)/python -m pytest tests/pytest/test_faults.py
 	$(BIN)/python -m pytest tests/pytest/test_faults_cluster.py --durations=20
 
-# Damaged raw files (tests/pytest/fuzz/, README "Operations"): hypothesis on the Python side with FUZZ_EXAMPLES
+# Damaged raw files (tests/pytest/fuzz/, docs/operations.md): hypothesis on the Python side with FUZZ_EXAMPLES
 # cases (fresh random ones each time), then every recipe of the corpus through Spark; make test runs a smoke subset.
 fuzz: install check-java
 	rm -f data/fuzz-python.jsonl data/fuzz-spark.jsonl; mkdir -p data
@@ -242,7 +248,7 @@ fuzz: install check-java
 	FUZZ_REPORT=data/fuzz-spark.jsonl $(BIN)/python -m pytest tests/pytest/test_fuzz_pipeline.py --durations=10
 	PYTHONPATH=tests/pytest $(BIN)/python -m fuzz.figures data/fuzz-python.jsonl data/fuzz-spark.jsonl
 
-# A simulated day (tests/pytest/soak/, README "Soak"): SOAK_TABLES=20 tables, SOAK_MINUTES=1440, a run every
+# A simulated day (tests/pytest/soak/, docs/performance.md): SOAK_TABLES=20 tables, SOAK_MINUTES=1440, a run every
 # SOAK_RUN_EVERY=5 (SOAK_KILL_RATE=0.01 of them killed), maintain every SOAK_MAINTAIN_EVERY=60; report in SOAK_WORK.
 soak: install check-java
 	PYTHONPATH=.:tests/pytest $(BIN)/python -m soak
@@ -271,9 +277,13 @@ lint: install
 
 # In one process (python_hooks/commands/docs.py): dbt parse, dbt docs generate --no-compile --static (models
 # render SQL from raw files at execute time; lineage/docs come from dbt parse), the live row count of
-# every table into the catalog, then the coverage check (scripts/check_docs_coverage.py).
+# every table into the catalog, then the coverage check (scripts/check_docs_coverage.py). Then the manual
+# (docs/, mkdocs.yml): its references generated from the code (scripts/docs_reference.py), built into target/manual/.
 docs: install check-java
 	$(BIN)/python -m python_hooks docs
+	$(BIN)/python -m scripts.docs_reference
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(or $(DBT_TARGET_PATH),target)/manual
+	@echo "docs: the manual $(or $(DBT_TARGET_PATH),target)/manual/index.html (docs/, mkdocs.yml)"
 
 docs-serve: install
 	@test -f target/index.html -a -f target/manifest.json || $(MAKE) docs

@@ -93,7 +93,7 @@ def main() -> int:
                 # The bench's own warehouse and metastore: static Spark settings, so before the session starts.
                 os.environ["CDC_WAREHOUSE"] = str(work / "warehouse")
         if settings.target == "local":
-            # The erasure stage's keyed hash: Spark reads it from the JVM's environment (README: Personal data).
+            # The erasure stage's keyed hash: Spark reads it from the JVM's environment (docs/personal-data.md).
             os.environ.setdefault("CDC_ERASURE_SECRET", "bench-only-erasure-secret-00000")
         env.apply_defaults()
         log.info("benchmark: %s, work folder %s", settings, work)

@@ -152,7 +152,7 @@ def run(ctx: click.Context, every: float | None, runs: int | None) -> None:
 
 
 @main.command(
-    help="Erase data subjects everywhere: tables, raw landing files, older snapshots (README: Personal data)."
+    help="Erase data subjects everywhere: tables, raw landing files, older snapshots (docs/personal-data.md)."
 )
 @subject_option
 @click.option("--key", "keys", multiple=True, required=True, help="A key of the subject to erase; repeat for more.")
@@ -164,7 +164,7 @@ def erase(subject: str, keys: tuple[str, ...], reason: str, target: str | None) 
 
 @main.command(
     help="Rectify data subjects' personal columns everywhere: tables, history versions, raw landing files, older "
-    "snapshots (README: Personal data)."
+    "snapshots (docs/personal-data.md)."
 )
 @subject_option
 @click.option("--key", "keys", multiple=True, required=True, help="A key of the subject; repeat for more.")
@@ -225,7 +225,7 @@ def cluster_status() -> None:
     sys.exit(0 if shared_target.status(shared_target.config_from_env()) else 1)
 
 
-@main.group(help="A local S3 server on this machine (python_hooks/objectstore/, README: Object storage).")
+@main.group(help="A local S3 server on this machine (python_hooks/objectstore/, docs/storage.md).")
 def s3() -> None:
     pass
 

@@ -163,7 +163,7 @@ def main() -> int:
 
 
 def _erase_one(runner, schema: str) -> int:
-    """The demo's last step: a customer asks to be forgotten (README "Personal data")."""
+    """The demo's last step: a customer asks to be forgotten (docs/personal-data.md)."""
     log.info(
         "\n=== erasure: customer %s asks to be forgotten (python -m python_hooks erase --subject customer --key %s)",
         DEMO_ERASED_CUSTOMER,

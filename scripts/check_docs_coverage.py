@@ -14,7 +14,7 @@ yml-declared column without a description; a column in the warehouse that its ym
 
 Warnings (reported, exit status 0): a column in the warehouse that its yml does not list, when
 schema evolution added it. The schema-evolution hooks add a source's new column to its
-current-state table before anyone could describe it (README "When sources change their schema"),
+current-state table before anyone could describe it (docs/sources.md),
 and from there it flows into the staging view, the snapshot and the marts that select `*`. Such a
 column is recognised thus: `<schema>_cdc_meta.schema_evolution_log` has an `add_column` row for a
 table whose relation (schema and identifier) is a node of the manifest, the column's name equals the

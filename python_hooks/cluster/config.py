@@ -1,5 +1,5 @@
 """The shared target's settings: ports, folders, memory, from CDC_* environment variables
-(README "Working as a team"), and where Spark is."""
+(docs/cluster.md), and where Spark is."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ no JVM start per run).
 - A run starts every `seconds` after the previous one started; one that takes longer is followed at
   once by the next (said in its line), never by two.
 - Ctrl-C or SIGTERM: the run in progress finishes, then the loop stops and says so (exit 0). A second
-  one stops at once (KeyboardInterrupt): a run cut short is repaired by the next (README "Operations").
+  one stops at once (KeyboardInterrupt): a run cut short is repaired by the next (docs/operations.md).
 - Never two loops at once on this machine for one warehouse: an exclusive lock on
   `<CDC_STATE_DIR>/.run-every.lock`, refused in one line naming the holder. (On the embedded target a
   second process is refused anyway: python_hooks/project/embedded_lock.py.)

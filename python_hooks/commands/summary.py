@@ -11,7 +11,7 @@ from python_hooks.project.storage import failure_in
 WHAT_TO_DO = (
     "What to do: fix or remove each raw file named above in its landing folder (or the source change it"
     " reports), then run again: nothing of a refused batch was applied, and the next run applies it whole"
-    " (README: Operations)."
+    " (docs/operations.md)."
 )
 
 

@@ -4,7 +4,7 @@ Arrow types read from Parquet footers become Spark SQL types (`spark_type`); Spa
 `DESCRIBE TABLE` prints them or as `spark_type` writes them, are parsed into one canonical form
 (`normalize_type`) and compared (`compare_types`): `same`, `narrower` (fits), `promote` (a promotion
 Iceberg allows: int -> bigint, float -> double, decimal(P,S) -> decimal(P2,S) with P2 > P) or `refuse`.
-The rules: README "When sources change their schema".
+The rules: docs/sources.md.
 """
 
 from __future__ import annotations

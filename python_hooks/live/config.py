@@ -1,4 +1,4 @@
-"""The live capture's settings, from CDC_LIVE_* variables (README "A live source"), and its tables.
+"""The live capture's settings, from CDC_LIVE_* variables (docs/live.md), and its tables.
 
     CDC_LIVE_DIR          its folder (data/live): postgres/ (the source database), capture/ (Debezium's
                           offsets, the sink's state, the PID file), logs/

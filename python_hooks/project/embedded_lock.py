@@ -85,7 +85,7 @@ def acquire(warehouse: Path) -> None:
         raise WarehouseInUse(
             f"The embedded warehouse {warehouse} is in use by {held.holder}. Its Derby metastore opens in one "
             "process at a time: wait for that one to finish, or, for several people and processes at once, "
-            "use the cluster target (make cluster-up, then CDC_TARGET=cluster; README: Working as a team)."
+            "use the cluster target (make cluster-up, then CDC_TARGET=cluster; docs/cluster.md)."
         ) from None
 
 

@@ -10,7 +10,7 @@ with nothing exported:
     CDC_WAREHOUSE              <project>/data/warehouse     (Iceberg tables + Derby metastore)
                                <project>/data/cluster/warehouse  when CDC_TARGET=cluster (the
                                cluster's tables, its metastore is in PostgreSQL); or an
-                               s3a://<bucket>/<prefix> (README "Object storage")
+                               s3a://<bucket>/<prefix> (docs/storage.md)
     CDC_STATE_DIR              this machine's folder of the warehouse: the embedded target's Derby
                                metastore, the one-process lock and the hooks' state. The warehouse
                                itself when it is a local folder; for one on S3,

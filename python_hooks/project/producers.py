@@ -1,6 +1,6 @@
 """The producers of raw change files and the settings that tell them apart: the only reader of a
 source's `meta.cdc_producer`, `meta.debezium_shape` and `meta.dms_timestamp_column`
-(docs: models/docs/cdc_contract.md; the formats: README "Raw zone").
+(docs: models/docs/cdc_contract.md; the formats: docs/sources.md).
 
 A producer kind is one of:
     dms                  AWS DMS full-load and CDC files (`Op`, `AR_H_CHANGE_SEQ`, a timestamp column)

@@ -5,8 +5,8 @@
 
 Reads the Parquet footers (never the data) of the files already in the table's landing folder
 (`$CDC_LANDING_ROOT/dms/<schema>/<table>/`, date subfolders included, or
-`$CDC_LANDING_ROOT/debezium/topics/<topic>/partition=*/`), and writes what README "Pointing it at real
-DMS output" lists: the source entry with every setting the staging macros and the hooks read, its
+`$CDC_LANDING_ROOT/debezium/topics/<topic>/partition=*/`), and writes what docs/sources.md ("Pointing it at real
+DMS output") lists: the source entry with every setting the staging macros and the hooks read, its
 business columns and their types; the two one-line models; a models yml for each with the contract's
 doc blocks and tests (not_null on each key column, unique or unique_combination_of_columns on the key).
 

@@ -103,6 +103,7 @@ def test_docs_build_after_the_demo_schema_evolution(demo):
     for column in ("credit_limit", "birth_date", "status"):
         assert column in output, f"{column}: not reported by the docs check\n{output[-3000:]}"
     assert (demo["work"] / "target" / "static_index.html").exists()
+    assert (demo["work"] / "target" / "manual" / "index.html").exists(), "make docs built no manual beside the site"
 
 
 def test_status_after_the_demo_is_ok(demo):

@@ -196,7 +196,7 @@ def test_damaged_file_refused_in_words_or_applied(dbt, spark, schema, tmp_path, 
 
 
 def _report(producer: str, kind: str, seed: int, ok: bool, summary: list[str], seconds: float) -> None:
-    """With FUZZ_REPORT set (make fuzz), one JSON line per case: what the run did (the README's figures)."""
+    """With FUZZ_REPORT set (make fuzz), one JSON line per case: what the run did (the figures fuzz.figures prints)."""
     if os.environ.get("FUZZ_REPORT"):
         case = {"producer": producer, "kind": kind, "seed": seed, "taken": ok, "summary": summary, "seconds": seconds}
         with open(os.environ["FUZZ_REPORT"], "a", encoding="utf-8") as out:

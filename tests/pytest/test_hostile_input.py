@@ -11,7 +11,7 @@ lands stage 3 with one of its crm.customer_address files replaced by a bad versi
 A file that is odd but not wrong (no rows, a name that does not sort as a timestamp, names with
 spaces, quotes and non-ASCII characters) is applied like any other.
 
-What a refused file means for the operator is in the README (Operations: a run refused a file).
+What a refused file means for the operator is in docs/operations.md ("Refused files").
 `make test` runs the kinds marked smoke; `make faults` all of them.
 """
 

@@ -1,5 +1,5 @@
-"""The lint tooling itself: the sqlfluff configuration (.sqlfluff) enforces ../STYLE.md and renders
-the project's models without a warehouse; the credential check (scripts/check_credentials.py) and
+"""The lint tooling itself: the sqlfluff configuration (.sqlfluff) enforces docs/contributing.md ("SQL style") and
+renders the project's models without a warehouse; the credential check (scripts/check_credentials.py) and
 the docs coverage check (python_hooks.commands.docs_coverage.check, what scripts/check_docs_coverage.py runs) find
 what they exist to find, and only that.
 No Spark here."""
@@ -15,7 +15,7 @@ from helpers.paths import PROJECT
 from python_hooks.commands.docs_coverage import check as docs_coverage
 from scripts import check_credentials
 
-# The SQL example of STYLE.md (jaffle-shop): the rules must accept it as it is.
+# The SQL example of docs/contributing.md (jaffle-shop): the rules must accept it as it is.
 STYLE_EXAMPLE = """with
 
 changes as (

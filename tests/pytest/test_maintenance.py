@@ -338,7 +338,7 @@ def test_orphan_files_are_removed_only_past_the_safety_interval(lake, dbt, spark
             removed = maintenance.remove_orphan_files(warehouse, relation, now - maintenance.ORPHAN_INTERVAL)
         assert removed == 1
         assert not old.exists() and fresh.exists()
-        # Iceberg's own refusal (1.9.2 to 1.12.0), for the record (README: Maintenance)
+        # Iceberg's own refusal (1.9.2 to 1.12.0), for the record (docs/schedule.md)
         with pytest.raises(Exception, match="Cannot remove orphan files with an interval less than 24 hours"):
             spark.sql(
                 f"call spark_catalog.system.remove_orphan_files(table => '{relation}',"

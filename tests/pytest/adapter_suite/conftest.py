@@ -1,5 +1,5 @@
 """dbt Labs' standard adapter tests (PyPI dbt-tests-adapter) on this project's local target, with the
-project's macros loaded: what an analyst's own models get (issue 30, README "Writing your own models").
+project's macros loaded: what an analyst's own models get (issue 30, docs/models.md).
 ADAPTER_SUITE_TARGET=cluster (`make test-adapter-cluster`) runs them on the cluster target instead: a cluster
 of the run's own, its warehouse on a local S3 server (the `cluster` fixture of tests/pytest/conftest.py),
 through the Thrift Server as the project's `cluster` output reaches it.

@@ -15,7 +15,7 @@ from dbt.tests.adapter.unit_testing.test_types import BaseUnitTestingTypes
 
 from helpers.adapter_suite import EMPTIED_FOLDERS_KEPT
 
-# make test leaves this module out for its time (README "Writing your own models"); make test-adapter runs it.
+# make test leaves this module out for its time (docs/models.md); make test-adapter runs it.
 pytestmark = pytest.mark.adapter_suite_full
 
 

@@ -16,7 +16,7 @@ from dbt.tests.adapter.incremental.test_incremental_unique_id import BaseIncreme
 
 from helpers.adapter_suite import EMPTIED_FOLDERS_KEPT
 
-# make test leaves this module out for its time (README "Writing your own models"); make test-adapter runs it.
+# make test leaves this module out for its time (docs/models.md); make test-adapter runs it.
 pytestmark = pytest.mark.adapter_suite_full
 
 # A column the model no longer selects: dbt-spark's merge and append name the target's columns, so the next run fails

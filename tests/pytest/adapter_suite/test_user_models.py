@@ -190,7 +190,7 @@ class TestMaterializationSwitches:
         strict=True,
         reason="`drop table purge` of an Iceberg table deletes the files it references, never folders "
         "(apache/iceberg#9869, closed as intended): its empty data/ and metadata/ folders stay, and Spark refuses to "
-        "create a managed non-Iceberg table over them (LOCATION_ALREADY_EXISTS); README 'Writing your own models'",
+        "create a managed non-Iceberg table over them (LOCATION_ALREADY_EXISTS); docs/models.md",
     )
     def test_iceberg_table_to_parquet_table(self, project):
         for version, config in enumerate(("materialized='table', file_format='iceberg'", "materialized='table'")):

@@ -1,7 +1,7 @@
 """dbt-tests-adapter's cross-database macro and data type classes (dbt.tests.adapter.utils), the ones dbt-spark
 runs, plus those it skips on its session profile (concat, hash, last_day, replace, right, datediff): with seeds
-loading empty cells as null (macros/spark/seed.sql) they are expected to pass here (see README "Writing your own
-models" for the last measured counts).
+loading empty cells as null (macros/spark/seed.sql) they are expected to pass here (see
+docs/models.md for the last measured counts).
 
 Where dbt-spark adapts a class to Spark SQL, the adaptation is the same here, in this module's own fixtures:
 listagg without `order by` (Spark's collect_list has none) and seeds typed where Spark would infer a wider type."""
@@ -50,7 +50,7 @@ from dbt.tests.adapter.utils.test_timestamps import BaseCurrentTimestamps
 
 from helpers.adapter_suite import EMPTIED_FOLDERS_KEPT, SUITE_TARGET
 
-# make test leaves this module out for its time (README "Writing your own models"); make test-adapter runs it.
+# make test leaves this module out for its time (docs/models.md); make test-adapter runs it.
 pytestmark = pytest.mark.adapter_suite_full
 
 

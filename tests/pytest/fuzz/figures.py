@@ -1,4 +1,4 @@
-"""The figures of a `make fuzz` run (README "Operations"): cases tried and refused per kind, from the JSON
+"""The figures of a `make fuzz` run (docs/operations.md): cases tried and refused per kind, from the JSON
 lines the two fuzz tests write with FUZZ_REPORT.
 
     PYTHONPATH=tests/pytest python -m fuzz.figures data/fuzz-python.jsonl data/fuzz-spark.jsonl"""

@@ -21,8 +21,8 @@ LOCAL_FILES_ONLY = pytest.mark.skipif(
 # all deleted as a listed prefix (seaweedfs/seaweedfs#6927, open). A non-Iceberg table leaves such folders behind
 # (its writer's `_temporary/` or `.hive-staging_*`), so once it is dropped its location still "exists" and Spark
 # refuses a table of the same name there (LOCATION_ALREADY_EXISTS): every re-seed and every rebuild of a non-Iceberg
-# table. On AWS S3 a prefix without objects does not exist. Iceberg tables and views are not affected (README
-# "Writing your own models").
+# table. On AWS S3 a prefix without objects does not exist. Iceberg tables and views are not affected
+# (docs/models.md).
 EMPTIED_FOLDERS_KEPT = pytest.mark.xfail(
     SUITE_TARGET == "cluster",
     strict=True,

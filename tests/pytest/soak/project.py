@@ -1,6 +1,6 @@
 """The project the soak runs: a copy of this project's dbt files without its sample sources, to which
 each soak table is added as a user adds one (`python -m python_hooks add-source`, from the files already
-landed), one subject declared on two of them (`meta.cdc_subjects`, README "Personal data"), and the
+landed), one subject declared on two of them (`meta.cdc_subjects`, docs/personal-data.md), and the
 retention's time window set to SOAK_RETENTION_DAYS (the day is accelerated: see soak/__init__.py)."""
 
 from __future__ import annotations

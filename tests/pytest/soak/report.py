@@ -1,6 +1,6 @@
 """The day's report in the work folder: `runs.jsonl` (a line per command, written as the day goes),
 `run_seconds.png` (seconds per run and per maintenance over the simulated day, warehouse bytes below) and
-`report.md` (the figures README "Soak" quotes, then every check)."""
+`report.md` (the day's figures, which docs/performance.md points to, then every check)."""
 
 from __future__ import annotations
 

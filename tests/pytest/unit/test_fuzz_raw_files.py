@@ -38,7 +38,7 @@ def run_case(source: str, kind: str, seed: int) -> tuple[list[str], object]:
 
 def check(source: str, kind: str, seed: int) -> None:
     problems, damaged = run_case(source, kind, seed)
-    if os.environ.get("FUZZ_REPORT"):  # make fuzz: one JSON line per case, for the README's figures
+    if os.environ.get("FUZZ_REPORT"):  # make fuzz: one JSON line per case, for the run's figures (fuzz.figures)
         with open(os.environ["FUZZ_REPORT"], "a", encoding="utf-8") as out:
             out.write(json.dumps({"source": source, "kind": kind, "seed": seed, "refused": bool(problems)}) + "\n")
     label = f"{source} {kind} seed {seed} ({damaged.says})"
