@@ -88,7 +88,7 @@
     {%- set rows = run_query(sql).rows -%}
     {%- for row in rows if row[2] > 1 -%}
         {{ exceptions.raise_compiler_error(
-            "cdc_merge refused the batch for " ~ model_name ~ ": the landing folder " ~ folder ~ " of source "
+            "cdc_current_state refused the batch for " ~ model_name ~ ": the landing folder " ~ folder ~ " of source "
             ~ node.source_name ~ "." ~ node.name ~ " holds " ~ row[2] ~ " raw files named " ~ row[0]
             ~ " (one of them " ~ row[1] ~ "); file names must be unique in a table's folder. Nothing was applied.") }}
     {%- endfor -%}

@@ -19,7 +19,7 @@
 
 {% macro cdc_key_columns(unique_key, target) -%}
     {%- if unique_key is none or unique_key | length == 0 -%}
-        {{ exceptions.raise_compiler_error("cdc_merge on " ~ target ~ " needs unique_key (the source's primary key columns)") }}
+        {{ exceptions.raise_compiler_error("cdc_current_state on " ~ target ~ " needs unique_key (the source's primary key columns)") }}
     {%- endif -%}
     {{ return([unique_key] if unique_key is string else unique_key | list) }}
 {%- endmacro %}

@@ -85,7 +85,7 @@
         {%- do cdc_execute('alter table ' ~ target ~ ' drop branch if exists ' ~ cdc_quote(branch)) -%}
         {%- do cdc_drop_batch_views(target) -%}
         {{ exceptions.raise_compiler_error(
-            "cdc_merge: another writer committed to " ~ target ~ " while this run applied its batch (snapshot "
+            "cdc_current_state: another writer committed to " ~ target ~ " while this run applied its batch (snapshot "
             ~ read_snapshot ~ " became " ~ now_snapshot ~ "); nothing of this batch was published and the table is "
             ~ "as the other writer left it. The next run applies the batch to the new state.") }}
     {%- endif -%}

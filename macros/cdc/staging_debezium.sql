@@ -1,6 +1,6 @@
 {#- Staging for Debezium change events written to Parquet by the Confluent S3 sink:
     `<topic folder>/partition=<p>/<topic>+<p>+<start offset>.snappy.parquet`. Emits the same
-    contract as the DMS staging (see staging_dms.sql), so `cdc_merge` serves both unchanged.
+    contract as the DMS staging (see staging_dms.sql), so `cdc_current_state` serves both unchanged.
 
     Two shapes, chosen per source table by `meta.debezium_shape` in the sources yml:
       flattened  ExtractNewRecordState: the row (the before-image for deletes), then `__op`,

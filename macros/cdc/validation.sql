@@ -32,10 +32,10 @@
         {%- set events_read = files | map(attribute=1) | map('int') | sum -%}
         {%- do cdc_log_batch(target, cdc_batch_view(target, 'batch_files'), refused={
             'files': bad_files | length, 'events': events_read,
-            'reason': 'cdc_merge refused the batch:' ~ (problems | join(';')) | replace('  raw file', ' raw file')}) -%}
+            'reason': 'cdc_current_state refused the batch:' ~ (problems | join(';')) | replace('  raw file', ' raw file')}) -%}
         {%- do cdc_drop_batch_views(target) -%}
         {{ exceptions.raise_compiler_error(
-            "cdc_merge refused the batch for " ~ target ~ "; nothing was applied and the table is unchanged:\n"
+            "cdc_current_state refused the batch for " ~ target ~ "; nothing was applied and the table is unchanged:\n"
             ~ (problems | join("\n"))
             ~ "\nFix or remove the file(s) in the landing folder and run again; the other tables are not affected.") }}
     {%- endif -%}

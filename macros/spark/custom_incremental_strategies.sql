@@ -1,4 +1,4 @@
-{#- Overrides dbt-spark 1.11: lets incremental models use custom strategies such as `cdc_merge`.
+{#- Overrides dbt-spark 1.11: lets incremental models use custom strategies such as `scd2_versions` and `merge_nonempty`.
     Works around dbt-labs/dbt-adapters#833 (open): dbt-spark validates the strategy against its
     built-ins and never calls `get_incremental_<strategy>_sql`, unlike dbt-core's default
     materialization. Built-in strategies behave exactly as upstream. -#}

@@ -25,7 +25,7 @@ def test_a_clean_run_says_nothing_more():
 def test_refusals_and_failures_come_last_with_what_to_do():
     message = (
         "Compilation Error in model crm__customer_address (models/current_state/crm/crm__customer_address.sql)\n"
-        "  cdc_merge refused the batch for `s`.`t`; nothing was applied and the table is unchanged:\n"
+        "  cdc_current_state refused the batch for `s`.`t`; nothing was applied and the table is unchanged:\n"
         "    raw file 20261103-120000000.parquet: 2 change event(s) with unknown operation 'X'\n\n"
         "    > in macro cdc_validate_batch (macros/cdc/merge.sql)\n"
     )
@@ -38,7 +38,7 @@ def test_refusals_and_failures_come_last_with_what_to_do():
     assert lines[0] == "this run refused or failed 2 thing(s); every other table was built:"
     assert lines[1] == "refused: crm__x: column city: string -> int is not a safe change"
     assert lines[2] == "not built this run: crm__x, stg_crm__x"
-    assert lines[3].startswith("failed: crm__customer_address: cdc_merge refused the batch for `s`.`t`")
+    assert lines[3].startswith("failed: crm__customer_address: cdc_current_state refused the batch for `s`.`t`")
     assert lines[4] == "  raw file 20261103-120000000.parquet: 2 change event(s) with unknown operation 'X'"
     assert lines[5] == "skipped (they depend on the above): customer_snapshot"
     assert lines[-1] == WHAT_TO_DO and len(lines) == 7
@@ -61,7 +61,7 @@ def test_a_spark_plan_stays_in_the_log():
 
 
 def test_a_long_refusal_is_cut():
-    message = "cdc_merge refused the batch\n" + "\n".join(f"raw file f{i}: bad" for i in range(30))
+    message = "cdc_current_state refused the batch\n" + "\n".join(f"raw file f{i}: bad" for i in range(30))
     lines = run_summary(_result(("m", "error", message)), [], set())
     assert len(lines) == 1 + 12 + 1 and lines[-2] == "  ... (20 more lines in logs/dbt.log)"
 

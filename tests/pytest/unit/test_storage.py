@@ -181,4 +181,4 @@ def test_a_missing_bucket_under_the_warehouse_names_the_warehouse(monkeypatch):
 def test_a_spark_error_that_is_no_s3_failure_is_left_as_it_is():
     assert failure_in("[PATH_NOT_FOUND] Path does not exist: s3a://lake/landing/dms/crm/t.") is None  # a folder
     assert failure_in("Connection refused: thrift://127.0.0.1:10009") is None
-    assert failure_in("cdc_merge refused the batch: raw file x.parquet: a null key") is None
+    assert failure_in("cdc_current_state refused the batch: raw file x.parquet: a null key") is None
