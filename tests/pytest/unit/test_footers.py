@@ -207,7 +207,8 @@ def test_cache_persists_across_instances(tmp_path: Path, dms_files: list[Path], 
     cache = FooterCache(state)
     cache.union_schema("crm.customer", dms_files)
     cache.save()
-    assert json.loads(state.read_text())["crm.customer"]["files"] == {
+    entries = json.loads(state.read_text())["tables"]["crm.customer"]
+    assert {name: entry[:2] for name, entry in entries.items()} == {
         str(p): [p.stat().st_size, p.stat().st_mtime_ns] for p in dms_files
     }
     assert not [p for p in state.parent.iterdir() if p.name.startswith(".footers.json.")]  # no temp file left
@@ -285,7 +286,7 @@ def test_cache_rereads_changed_files_and_forgets_removed_ones(
 ) -> None:
     cache = FooterCache(tmp_path / "footers.json")
     cache.union_schema("crm.customer", dms_files)
-    # Rewrite the last file with an extra column; keep a distinct mtime even on coarse clocks.
+    # Rewrite the last file: 'tier' gone, 'segment' new; keep a distinct mtime even on coarse clocks.
     rewritten = write(
         dms_files[2], pa.schema([("Op", pa.string()), ("id", pa.int32()), ("segment", pa.string())]), rows=5
     )
@@ -294,11 +295,71 @@ def test_cache_rereads_changed_files_and_forgets_removed_ones(
     counted_reads.clear()
     union = cache.union_schema("crm.customer", dms_files[1:])
     assert counted_reads == ["20261121-114512345.parquet"]
-    assert union.schema.names == [*EXPECTED_DMS_UNION.names, "segment"]  # columns are never dropped
+    # The union of the files listed now: the removed LOAD file's and the replaced file's old columns
+    # that no listed file holds are gone (the table keeps what it was given; the cache keeps nothing).
+    assert union == read_union_schema(dms_files[1:])
+    assert union.schema == pa.schema(
+        [
+            ("Op", pa.string()),
+            ("ID", pa.int64()),
+            ("name", pa.string()),
+            ("last_update_time", pa.timestamp("us")),
+            ("COUNTRY", pa.string()),
+            ("segment", pa.string()),
+        ]
+    )
     cache.save()
-    assert set(json.loads((tmp_path / "footers.json").read_text())["crm.customer"]["files"]) == {
+    assert set(json.loads((tmp_path / "footers.json").read_text())["tables"]["crm.customer"]) == {
         str(p) for p in dms_files[1:]
     }
+
+
+def test_a_removed_then_same_named_file_brings_back_none_of_its_columns(
+    tmp_path: Path, dms_files: list[Path], counted_reads: list[str]
+) -> None:
+    """Issue 43's sequence on the cache alone: a file of another table lands (read), is removed (the
+    folder listed without it, or the table not looked at), and a new file gets its name: the union is
+    the listed files', never the removed file's columns, whatever the cache saw in between."""
+    state = tmp_path / "footers.json"
+    stranger = write(
+        dms_files[0].parent / "20261121-124512345.parquet",
+        pa.schema([("Op", pa.string()), ("order_id", pa.int64()), ("amount", pa.decimal128(10, 2))]),
+    )
+    cache = FooterCache(state)
+    assert "amount" in cache.union_schema("crm.customer", [*dms_files, stranger]).schema.names
+    cache.save()
+    stranger.unlink()
+    # The next run does not look at the table (nothing new): the state keeps the stranger's entry.
+    same_name = write(stranger, pa.schema([("Op", pa.string()), ("id", pa.int32()), ("tier", pa.int16())]), rows=3)
+    stat = same_name.stat()
+    os.utime(same_name, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    counted_reads.clear()
+    union = FooterCache(state).union_schema("crm.customer", [*dms_files, same_name])
+    assert counted_reads == [same_name.name]
+    assert union == UnionSchema(EXPECTED_DMS_UNION, ())
+    assert union == read_union_schema([*dms_files, same_name])
+
+
+def test_refused_files_are_left_out_of_the_union(tmp_path: Path, dms_files: list[Path]) -> None:
+    stranger = write(dms_files[0].parent / "20261121-124512345.parquet", pa.schema([("order_id", pa.int64())]))
+    cache = FooterCache(tmp_path / "footers.json")
+    listed = [*dms_files, stranger]
+    assert cache.union_schema("crm.customer", listed, refused={str(stranger)}) == UnionSchema(EXPECTED_DMS_UNION, ())
+    assert cache.union_schema("crm.customer", listed).schema.names == [*EXPECTED_DMS_UNION.names, "order_id"]
+    # the refused file's types are still known (its refusal names it)
+    assert cache.file_types("crm.customer")[str(stranger)] == {"order_id": "bigint"}
+
+
+@pytest.mark.parametrize("order", ["forwards", "backwards"])
+def test_the_cache_gives_the_answer_of_a_fresh_read(tmp_path: Path, dms_files: list[Path], order: str) -> None:
+    """Whatever the cache saw before (any subset, any order), the union of a listing is that of reading
+    the listed footers afresh: the cache can always be thrown away."""
+    cache = FooterCache(tmp_path / "footers.json")
+    subsets = [dms_files[i:j] for i in range(3) for j in range(i + 1, 4)]
+    for subset in subsets if order == "forwards" else subsets[::-1]:
+        assert cache.union_schema("crm.customer", subset) == read_union_schema(subset)
+        cache.save()
+        cache = FooterCache(tmp_path / "footers.json")
 
 
 def test_cache_remembers_conflicts(tmp_path: Path, counted_reads: list[str]) -> None:
@@ -325,7 +386,7 @@ def test_failed_read_leaves_the_cache_unchanged(tmp_path: Path, dms_files: list[
     with pytest.raises(FooterReadError, match="20261121-999999999"):
         cache.union_schema("crm.customer", [*dms_files, broken])
     cache.save()
-    assert list(json.loads((tmp_path / "footers.json").read_text())["crm.customer"]["files"]) == [str(dms_files[0])]
+    assert list(json.loads((tmp_path / "footers.json").read_text())["tables"]["crm.customer"]) == [str(dms_files[0])]
 
 
 @pytest.mark.parametrize(
@@ -333,12 +394,12 @@ def test_failed_read_leaves_the_cache_unchanged(tmp_path: Path, dms_files: list[
     [
         "{not json",
         "[]",
-        '{"crm.customer": {"files": {}}}',
-        '{"crm.customer": {"files": {"x": [1]}, "columns": []}}',
-        '{"crm.customer": {"files": {}, "columns": [["id", "not base64!"]]}}',
-        '{"crm.customer": {"files": {}, "columns": [["id", "AAAA"]]}}',
+        '{"crm.customer": {"files": {}, "columns": []}}',
+        '{"version": 2, "tables": {"crm.customer": {"x": [1]}}}',
+        '{"version": 2, "tables": {"crm.customer": {"x": [1, 2, "not base64!"]}}}',
+        '{"version": 2, "tables": {"crm.customer": {"x": [1, 2, "AAAA"]}}}',
     ],
-    ids=["syntax", "list", "no-columns", "bad-signature", "bad-base64", "bad-ipc"],
+    ids=["syntax", "list", "version-1", "bad-entry", "bad-base64", "bad-ipc"],
 )
 def test_corrupt_state_starts_over(
     tmp_path: Path,
@@ -358,12 +419,20 @@ def test_corrupt_state_starts_over(
     assert FooterCache(state).union_schema("crm.customer", dms_files).schema == EXPECTED_DMS_UNION
 
 
-def test_state_with_a_wrong_column_name_starts_over(tmp_path: Path, dms_files: list[Path]) -> None:
+def test_a_state_entry_whose_signature_differs_is_read_again(
+    tmp_path: Path, dms_files: list[Path], counted_reads: list[str]
+) -> None:
+    """An entry whose size or mtime is not the file's is read again, whatever schema it holds."""
     state = tmp_path / "footers.json"
     cache = FooterCache(state)
     cache.union_schema("crm.customer", dms_files)
     cache.save()
     data = json.loads(state.read_text())
-    data["crm.customer"]["columns"][0][0] = "renamed"
+    entries = data["tables"]["crm.customer"]
+    stale = entries[str(dms_files[0])]
+    stale[1] -= 1  # another mtime than the file's
+    stale[2] = entries[str(dms_files[2])][2]  # and another file's schema
     state.write_text(json.dumps(data))
-    assert FooterCache(state).union_schema("crm.customer", dms_files).schema == EXPECTED_DMS_UNION
+    counted_reads.clear()
+    assert FooterCache(state).union_schema("crm.customer", dms_files) == UnionSchema(EXPECTED_DMS_UNION, ())
+    assert counted_reads == [dms_files[0].name]
