@@ -29,7 +29,14 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from python_hooks.evolution.footers import FooterCache, FooterReadError, RawFile, column_types, union_of
+from python_hooks.evolution.footers import (
+    FooterCache,
+    FooterReadError,
+    RawFile,
+    column_types,
+    read_pages,
+    union_of,
+)
 from python_hooks.evolution.plan import (
     ColumnChange,
     Plan,
@@ -172,6 +179,20 @@ def inspect_table(table: CdcTable, files: Sequence[RawFile], cache: FooterCache,
     plan = plan_schema_changes(relation, current, incoming, table.timestamp_column)
     problems += [_refusal_message(refusal, table, file_types) for refusal in plan.refusals]
     return Inspection(problems, plan, union.schema, incoming, file_types)
+
+
+def unreadable_files(table: CdcTable, files: Sequence[RawFile]) -> list[str]:
+    """One refusal per file of `files` that pyarrow cannot read whole (`read_pages`: gone since it was
+    listed, permission denied, a footer or a page that does not decode), in the words of a footer the
+    evolution could not read: run before dbt on the files a batch is about to read, so that no Spark
+    statement (a staging view's data test first) meets the file before the run has refused it in words."""
+    problems = []
+    for file in files:
+        try:
+            read_pages(file)
+        except (FooterReadError, StorageError) as error:
+            problems.append(f"{table.model} (source {table.source}): {error}. The table was not changed.")
+    return problems
 
 
 def _evolve_table(

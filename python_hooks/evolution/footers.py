@@ -75,7 +75,7 @@ def read_footer(file: RawFile) -> pa.Schema:
     except StorageError as error:
         raise FooterReadError(f"cannot read the Parquet footer of {path}: {error}") from error
     except Exception as error:  # pyarrow raises OSError, ArrowInvalid, ... for a bad or missing file
-        reason = path.failure(error) if isinstance(error, OSError) and path.is_s3 else _damage(path, error)
+        reason = _unopened(path, error) or _damage(path, error)
         raise FooterReadError(f"cannot read the Parquet footer of {path}: {reason}") from error
     if len(schema) == 0:
         raise FooterReadError(f"the Parquet file {path} has no columns")
@@ -97,6 +97,41 @@ def read_footer(file: RawFile) -> pa.Schema:
 
 
 _MAGIC = b"PAR1"
+
+
+def _unopened(path: Location, error: Exception) -> str | None:
+    """Why a file could not be opened at all, in words (gone since it was listed, permission denied, the
+    object store's own failure); None when it was opened and its bytes are what is wrong."""
+    if isinstance(error, OSError) and path.is_s3 or isinstance(error, FileNotFoundError):
+        return str(path.failure(error))  # project/storage.py's words (gone since it was listed, ...)
+    if isinstance(error, PermissionError):
+        return (
+            f"permission denied: the user running the pipeline (uid {os.geteuid()}) cannot read it; make it"
+            " readable by that user (chmod, chown), then run again"
+        )
+    return None
+
+
+def read_pages(file: RawFile) -> None:
+    """Reads a raw file whole with pyarrow, decoding every page as a batch will (the footer first, in
+    `read_footer`'s words); FooterReadError naming the file and saying in words what is wrong: gone since
+    it was listed, permission denied, its footer or its pages do not decode."""
+    read_footer(file)
+    path = location(file)
+    try:
+        with path.filesystem.open_input_file(path.path) as stream:
+            parquet = pq.ParquetFile(stream)
+            for group in range(parquet.num_row_groups):  # one row group at a time (iter_batches may stop
+                parquet.read_row_group(group)  # short of a damaged page without a word)
+    except StorageError as error:
+        raise FooterReadError(f"cannot read the Parquet pages of {path}: {error}") from error
+    except Exception as error:  # pyarrow raises OSError, ArrowInvalid, ArrowNotImplementedError, ...
+        detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        reason = _unopened(path, error) or (
+            "its Parquet pages do not decode (damaged in storage or by its producer, or cut short): replace it"
+            f" with a good copy under the same name, or delete it; pyarrow says: {detail}"
+        )
+        raise FooterReadError(f"cannot read the Parquet pages of {path}: {reason}") from error
 
 
 def _damage(path: Location, error: Exception) -> str:

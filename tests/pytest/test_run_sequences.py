@@ -4,17 +4,22 @@ runs after it must be right too. A refused, removed or replaced file leaves no t
 - A file of another table lands in crm.customer_address's folder: refused in words, the table unchanged;
   the operator removes it and the next run is clean; a later file merely of the same name must bring
   none of the refused file's columns (python_hooks/evolution/apply.py: inspect_table holds the rule).
+- A file whose pages do not decode is refused in one worded line before any statement reads it (the run
+  reads each file of the batch with pyarrow first: evolution/apply.py: unreadable_files).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import io
 from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from fuzz.damage import damage
+from fuzz.python_side import NOT_WORDS, assert_worded
 from helpers.refusal import assert_changed_nothing, table_state
 from helpers.tables import assert_same_table, table_rows
 from oracles.replay_dms import replay
@@ -92,3 +97,53 @@ def test_a_refused_files_columns_never_reach_the_table(dbt, spark, schema, tmp_p
     for table in dms.TABLES:
         expected = replay(_folder(landing, table), ["customer_id"])
         assert_same_table(_actual(spark, schema, table), expected, f"after the same-named file: {table}")
+
+
+def _unreadable_pages(good: bytes, name: str) -> bytes:
+    """`good` with bytes flipped in a data page (fuzz/damage.py), the first seed whose pages pyarrow cannot
+    decode while its footer reads."""
+    for seed in range(50):
+        bad = damage(good, name, "flip_data_page", seed).files[name]
+        pq.read_schema(io.BytesIO(bad))
+        try:
+            pq.read_table(io.BytesIO(bad))
+        except Exception:  # noqa: BLE001 - any failure: pyarrow cannot decode it
+            return bad
+    raise AssertionError("no seed of flip_data_page made pages pyarrow cannot decode")
+
+
+def test_a_file_whose_pages_do_not_decode_is_refused_in_one_worded_line(dbt, spark, schema, tmp_path, caplog):
+    """Refused before any statement reads it (the staging view's data tests would, first): one line naming the
+    file and the table, in words; no Spark internals in the run's last lines; the table unchanged."""
+    landing = tmp_path / "landing"
+    for stage in (1, 2):
+        dms.write_stage(landing, stage)
+    assert dbt.pipeline(*CRM, landing=landing, schema=schema)
+    relation = f"{schema}_current.crm__customer_address"
+    before = table_state(spark, schema, "crm__customer_address", relation)
+
+    dms.write_stage(landing, 3)
+    bad = _folder(landing, "customer_address") / SAME_NAME
+    good = bad.read_bytes()
+    bad.write_bytes(_unreadable_pages(good, SAME_NAME))
+    caplog.clear()
+    assert not dbt.pipeline(*CRM, landing=landing, schema=schema), "the damaged run must fail"
+    summary = _summary(caplog).splitlines()
+    text = "\n".join(summary)
+    naming = [line for line in summary if SAME_NAME in line]
+    assert len(naming) == 1, f"{len(naming)} lines name the file:\n{text}"
+    assert naming[0].startswith("refused: crm__customer_address (source crm.customer_address): "), text
+    assert "pages do not decode" in naming[0], text
+    assert_worded(naming[0].removeprefix("refused: "), SAME_NAME, "crm__customer_address", "pages")
+    assert not any(line.startswith("failed: ") for line in summary), f"a statement read the file:\n{text}"
+    assert not any(NOT_WORDS.search(line) for line in summary), text
+    assert summary[-1].startswith("What to do:"), text
+    assert_changed_nothing(before, table_state(spark, schema, "crm__customer_address", relation), "pages")
+    master = replay(_folder(landing, "customer_master"), ["customer_id"])
+    assert_same_table(_actual(spark, schema, "customer_master"), master, "the other table")
+
+    bad.write_bytes(good)  # the good copy under the same name: applied whole
+    assert dbt.pipeline(*CRM, landing=landing, schema=schema), _summary(caplog)
+    for table in dms.TABLES:
+        expected = replay(_folder(landing, table), ["customer_id"])
+        assert_same_table(_actual(spark, schema, table), expected, f"after the good copy: {table}")

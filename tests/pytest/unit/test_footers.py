@@ -5,14 +5,25 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from fuzz.damage import BYTES, damage
+from fuzz.python_side import SOURCES, assert_worded, damaged_file, sample_files
 from python_hooks.evolution import footers
-from python_hooks.evolution.footers import FooterCache, FooterReadError, TypeConflict, UnionSchema, read_union_schema
+from python_hooks.evolution.footers import (
+    FooterCache,
+    FooterReadError,
+    TypeConflict,
+    UnionSchema,
+    read_pages,
+    read_union_schema,
+)
 from python_hooks.landing.files import raw_files
 
 
@@ -436,3 +447,61 @@ def test_a_state_entry_whose_signature_differs_is_read_again(
     counted_reads.clear()
     assert FooterCache(state).union_schema("crm.customer", dms_files) == UnionSchema(EXPECTED_DMS_UNION, ())
     assert counted_reads == [dms_files[0].name]
+
+
+# ------------------------------------------------------------------------------------- read_pages
+
+
+@pytest.mark.parametrize("source", ["dms_customer_address", "debezium_flattened"])
+@pytest.mark.parametrize("kind", sorted(BYTES))
+def test_read_pages_refuses_in_words_exactly_what_pyarrow_cannot_read(tmp_path: Path, source: str, kind: str) -> None:
+    """Damaged bytes (the fuzz library's kinds, ten seeds each): `read_pages` refuses a file exactly when
+    pyarrow cannot read it whole (a damaged page pyarrow's batch iterator would pass over in silence
+    included), in one line naming the file and saying what is wrong in words."""
+    name = Path(damaged_file(source)).name
+    good = sample_files()[source][3][damaged_file(source)]
+    for seed in range(10):
+        path = tmp_path / f"{seed}-{name}"
+        path.write_bytes(damage(good, name, kind, seed, SOURCES[source].keys).files[name])
+        try:
+            pq.read_table(path)
+        except Exception:  # noqa: BLE001 - any failure: pyarrow cannot read it
+            readable = False
+        else:
+            readable = True
+        if readable:
+            read_pages(path)
+            continue
+        with pytest.raises(FooterReadError) as error:
+            read_pages(path)
+        line = str(error.value)
+        assert_worded(line, str(path), str(path), f"{kind} seed {seed}")
+        assert "footer" in line or "pages do not decode" in line, line
+
+
+def test_read_pages_of_a_file_gone_since_it_was_listed(tmp_path: Path, dms_files: list[Path]) -> None:
+    listed = raw_files(dms_files[0].parent, "dms")
+    dms_files[1].unlink()
+    with pytest.raises(FooterReadError) as error:
+        read_pages(listed[1])
+    assert str(error.value) == (
+        f"cannot read the Parquet footer of {dms_files[1]}: {dms_files[1]} was listed, then gone when read: deleted"
+        " meanwhile (a lifecycle rule, or its producer); nothing read from it was applied"
+    )
+
+
+def test_read_pages_of_a_file_this_user_may_not_read(tmp_path: Path, dms_files: list[Path]) -> None:
+    """A file of mode 000, read by a process that permissions bind (root without its override capabilities)."""
+    dms_files[0].chmod(0)
+    code = (
+        "import sys\nfrom python_hooks.evolution.footers import FooterReadError, read_pages\n"
+        "try:\n    read_pages(sys.argv[1])\nexcept FooterReadError as error:\n    print(error)\n"
+    )
+    command = [sys.executable, "-c", code, str(dms_files[0])]
+    if os.geteuid() == 0:
+        command = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--", *command]
+    said = subprocess.run(command, capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    assert said == (
+        f"cannot read the Parquet footer of {dms_files[0]}: permission denied: the user running the pipeline"
+        f" (uid {os.geteuid()}) cannot read it; make it readable by that user (chmod, chown), then run again"
+    )
