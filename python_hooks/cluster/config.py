@@ -71,6 +71,7 @@ class ClusterConfig:
             log_file=self.log_file("postgres"),
             pid_file=self.pid_file("postgres"),
             port_variable="CDC_PG_PORT",
+            folder_variable="CDC_CLUSTER_DIR",
         )
 
     def log_file(self, part: str) -> Path:

@@ -4,7 +4,10 @@
    CDC tables and where their raw files are), the pipeline state tables created (on `local`, this
    opens the process's Spark session), the warehouse through the dbt adapter of the target;
 2. the tables with nothing new are found (landing/pending.py: `idle_models`); the schema-evolution
-   hook (python_hooks/evolution/) evolves every other current-state Iceberg table it can;
+   hook (python_hooks/evolution/) evolves every other current-state Iceberg table it can; then every
+   raw file a batch is about to read is read whole with pyarrow (`batch_files`, evolution/apply.py:
+   `unreadable_files`), so that a file gone since it was listed, one this user may not read, or one whose
+   footer or pages do not decode is refused in one line naming it before any statement reads it;
 3. `dbt build` (models, snapshots, tests in DAG order), without the tables the hook refused and
    without the current-state models that have nothing to apply (`idle_models`: every raw file of
    their folder is in their ledger), so a run with nothing new reads no raw file and commits nothing;
@@ -34,8 +37,8 @@ from dbt_common.invocation import get_invocation_id
 from python_hooks.commands import status
 from python_hooks.commands.summary import run_summary
 from python_hooks.evolution import staging_views
-from python_hooks.evolution.apply import evolve
-from python_hooks.landing.files import empty_files, is_listed_here, landing_files
+from python_hooks.evolution.apply import evolve, unreadable_files
+from python_hooks.landing.files import empty_files, is_listed_here, landing_files, raw_files
 from python_hooks.landing.pending import (
     PLAN_VARIABLE,
     STAGING_TEST_FILES_VARIABLE,
@@ -103,6 +106,13 @@ def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False, rebu
         single_writer = warehouse.single_writer
         plan = waiting.plan if single_writer else {}
         result = evolve(warehouse, session.manifest, state_dir(), skip=idle)
+        for table in tables:  # before any statement reads them: a file Spark could not read, refused in words
+            if table.model in idle or table.model in result.blocked_models or not is_listed_here(table.folder):
+                continue
+            unreadable = unreadable_files(table, batch_files(table, waiting.plan, rebuild))
+            if unreadable:
+                result.problems.extend(unreadable)
+                result.blocked_models.update({table.staging_model, table.model})
         views, unchanged = {}, set()
         if single_writer:  # on a shared target another run may change a view meanwhile: built every run
             views, unchanged = _staging_views(warehouse, session.manifest, tables, idle, result.staging_inputs)
@@ -140,6 +150,15 @@ def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False, rebu
         views,
         unchanged - result.blocked_models,
     )
+
+
+def batch_files(table: CdcTable, plan: Mapping[str, dict], rebuild: bool = False) -> list:
+    """The raw files the table's batch reads this run: those of the plan (landing/pending.py), else (a
+    table not built yet, a rebuild, two files of one name) every raw file of its folder."""
+    entry = plan.get(table.identifier)
+    if entry is None or rebuild:
+        return raw_files(table.folder, table.producer)
+    return [table.folder.join(relative) for _, relative in entry["files"]]
 
 
 def check_object_store(environ: Mapping[str, str]) -> None:

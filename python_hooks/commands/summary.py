@@ -49,6 +49,16 @@ _SPARK_FILE_ERRORS = (
         "raw file {file} has no readable Parquet footer (not a Parquet file, cut short, or damaged); nothing"
         " of the batch was applied. Replace it with a good copy under the same name, or delete it",
     ),
+    (  # Hadoop's local file system, a file deleted between the run's listing and Spark's read
+        re.compile(r"File (?P<file>(?:file:)?/[^\n]*?\.parquet) does not exist"),
+        "raw file {file} is gone since the run listed it (deleted or moved while the run ran); nothing of the"
+        " batch was applied. If it was removed on purpose there is nothing to do; otherwise land it again",
+    ),
+    (
+        re.compile(r"(?:: |^)(?P<file>(?:file:)?/[^\n]*?\.parquet) \(Permission denied\)", re.MULTILINE),
+        "raw file {file} cannot be read: permission denied to the user running Spark; nothing of the batch was"
+        " applied. Make it readable by that user (chmod, chown), then run again",
+    ),
 )
 # The cause Spark gives after its own words, kept short: the exception's message without its Java class.
 _CAUSE = re.compile(r"Caused by: (?:[\w.$]+(?:Exception|Error)): (?P<cause>[^\n]+)")

@@ -3,8 +3,9 @@
 For every current-state model of the dbt project (materialized `cdc_current_state`; found in the
 manifest, through its staging model, to the source and its landing folder) it:
 
-1. reads the union schema of the table's raw files from their Parquet footers, only for files it
-   has not read before (`FooterCache`, kept in `$CDC_WAREHOUSE/_python_hooks/`);
+1. reads the Parquet footers of the table's raw files listed now (only those not read before:
+   `FooterCache`, kept in `$CDC_WAREHOUSE/_python_hooks/`) and computes the union of the files it
+   accepts (`inspect_table`: THE RULE of which files' columns reach a table);
 2. reads the Iceberg table's schema (a missing table is "not created yet": dbt creates it);
 3. plans (`evolution.plan.plan_schema_changes`): columns to add, promotions to apply, refusals;
 4. logs each change of the plan in `schema_evolution_log`, then applies it with quoted identifiers;
@@ -28,7 +29,14 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from python_hooks.evolution.footers import FooterCache, FooterReadError, RawFile
+from python_hooks.evolution.footers import (
+    FooterCache,
+    FooterReadError,
+    RawFile,
+    column_types,
+    read_pages,
+    union_of,
+)
 from python_hooks.evolution.plan import (
     ColumnChange,
     Plan,
@@ -66,22 +74,24 @@ class EvolutionResult:
         return not self.problems
 
 
-def missing_keys(table: CdcTable, file_types: dict[str, dict[str, str]]) -> list[str]:
-    """One message per raw file that lacks a key column (case-insensitive) of a DMS or flattened
-    Debezium table (an envelope holds its keys inside `before`/`after`): its events could be matched
-    to no row, and Spark could not even resolve the column in a batch of such files alone."""
+def keyless_files(table: CdcTable, file_types: dict[str, dict[str, str]]) -> dict[str, list[str]]:
+    """The raw files that lack a key column (case-insensitive) of a DMS or flattened Debezium table, with
+    the keys each lacks (an envelope holds its keys inside `before`/`after`): their events could be
+    matched to no row, and Spark could not even resolve the column in a batch of such files alone."""
     if table.producer == "debezium_envelope" or not table.keys:
-        return []
-    problems = []
-    for file, types in sorted(file_types.items()):
-        missing = [k for k in table.keys if k.lower() not in types]
-        if missing:
-            problems.append(
-                f"raw file {file} has no key column {', '.join(repr(k) for k in missing)} (unique_key of model"
-                f" {table.model}): its changes cannot be applied; fix the producer and replace the file"
-                f" [model {table.model}, source {table.source}]"
-            )
-    return problems
+        return {}
+    missing = {file: [k for k in table.keys if k.lower() not in types] for file, types in sorted(file_types.items())}
+    return {file: keys for file, keys in missing.items() if keys}
+
+
+def missing_keys(table: CdcTable, file_types: dict[str, dict[str, str]]) -> list[str]:
+    """One message per raw file that lacks a key column (`keyless_files`)."""
+    return [
+        f"raw file {file} has no key column {', '.join(repr(k) for k in missing)} (unique_key of model"
+        f" {table.model}): its changes cannot be applied; fix the producer and replace the file"
+        f" [model {table.model}, source {table.source}]"
+        for file, missing in keyless_files(table, file_types).items()
+    ]
 
 
 def file_groups(
@@ -131,7 +141,7 @@ def evolve(
 @dataclass(frozen=True)
 class Inspection:
     """What a table's raw files say before anything is changed: the problems that refuse the table, the
-    plan, the union schema and the per-file types (`FooterCache.file_types`). Pure but for the footers."""
+    plan, the union schema of the accepted files and the per-file types. Pure but for the footers."""
 
     problems: list[str]
     plan: Plan | None = None
@@ -143,12 +153,22 @@ class Inspection:
 def inspect_table(table: CdcTable, files: Sequence[RawFile], cache: FooterCache, current) -> Inspection:
     """Footers of `files` (oldest first) read through `cache`, their union checked (type conflicts, key
     columns) and planned against the table's `current` columns (None: not created yet). A file whose
-    footer cannot be read is a FooterReadError naming it; every problem names the model and the file."""
-    key = str(table.folder)
-    union = cache.union_schema(key, files)
-    file_types = cache.file_types(key)
-    problems = [f"{conflict.message()} [model {table.model}, source {table.source}]" for conflict in union.conflicts]
-    problems += missing_keys(table, file_types)
+    footer cannot be read is a FooterReadError naming it; every problem names the model and the file.
+
+    THE RULE of which files' columns reach a table: the union planned is that of the files the run
+    accepts, computed here every run from `files` (the folder's listing now) minus the files refused
+    (no key column, a type conflict; any refusal refuses the table whole, so nothing is planned from
+    a union with them either). Nothing of a file outlives it: a removed, replaced or refused file's
+    columns never reach the table, in this run or a later one."""
+    footers = cache.footers(str(table.folder), files)
+    file_types = {name: column_types(schema) for name, schema in footers}
+    problems = missing_keys(table, file_types)
+    keyless = keyless_files(table, file_types)
+    accepted = [(name, schema) for name, schema in footers if name not in keyless]
+    checked = union_of(accepted)
+    problems = [f"{c.message()} [model {table.model}, source {table.source}]" for c in checked.conflicts] + problems
+    conflicting = {c.file for c in checked.conflicts}
+    union = union_of((name, schema) for name, schema in accepted if name not in conflicting) if conflicting else checked
     try:
         incoming = decoded_schema(
             business_schema(union.schema, table.producer, table.timestamp_column), dict(table.decoded_types)
@@ -159,6 +179,20 @@ def inspect_table(table: CdcTable, files: Sequence[RawFile], cache: FooterCache,
     plan = plan_schema_changes(relation, current, incoming, table.timestamp_column)
     problems += [_refusal_message(refusal, table, file_types) for refusal in plan.refusals]
     return Inspection(problems, plan, union.schema, incoming, file_types)
+
+
+def unreadable_files(table: CdcTable, files: Sequence[RawFile]) -> list[str]:
+    """One refusal per file of `files` that pyarrow cannot read whole (`read_pages`: gone since it was
+    listed, permission denied, a footer or a page that does not decode), in the words of a footer the
+    evolution could not read: run before dbt on the files a batch is about to read, so that no Spark
+    statement (a staging view's data test first) meets the file before the run has refused it in words."""
+    problems = []
+    for file in files:
+        try:
+            read_pages(file)
+        except (FooterReadError, StorageError) as error:
+            problems.append(f"{table.model} (source {table.source}): {error}. The table was not changed.")
+    return problems
 
 
 def _evolve_table(
@@ -176,7 +210,6 @@ def _evolve_table(
     if not files:
         log.info("%s: no raw file yet", table.model)
         return
-    key = str(table.folder)
     found = inspect_table(table, files, cache, warehouse.columns(table.schema, table.identifier))
     problems, plan, incoming = found.problems, found.plan, found.incoming
     if problems or plan is None or incoming is None or found.union is None:
@@ -194,7 +227,7 @@ def _evolve_table(
         result.applied.append(change)
         faults.point("during_schema_evolution", table.identifier)  # between two ALTERs
     raw_types = {name.lower(): t for name, t in _spark_types(union)}
-    groups = file_groups(table.folder, cache.file_types(key), raw_types)
+    groups = file_groups(table.folder, found.file_types, raw_types)
     if len(groups) > 1:
         log.info("%s: raw files hold %d type variants: staging reads them separately", table.model, len(groups))
         business_types = json.dumps({name.lower(): t for name, t in _spark_types(incoming)})

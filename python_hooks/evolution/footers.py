@@ -6,8 +6,11 @@ new columns are appended in order. When files disagree on a type, the wider one 
 promotion of the other (the rules of `evolution.types`); otherwise the disagreement is a `TypeConflict`.
 Struct columns are merged field by field (the Debezium `after`/`before` images gain fields).
 
-`FooterCache` remembers, per table, which files it read (name, size, mtime) and their union, so each
-run opens only the footers of new files. Pass files oldest first: the order sets the column order.
+Which files' columns reach a table is decided in one place, `evolution.apply.inspect_table`: the union
+of the files a run accepts, computed every run from the files listed now (`union_of`). `FooterCache`
+only spares reading a footer twice: one entry per file (its location, size, mtime and footer schema);
+it never holds a union, so a removed, replaced or refused file's columns cannot outlive the file, and
+throwing the cache away changes no answer.
 
 Files are read through the storage seam (python_hooks/project/storage.py): a local path, a listed
 `StoredFile` or a Location, on this machine or on S3; only the footer's bytes are fetched.
@@ -19,8 +22,8 @@ import base64
 import json
 import logging
 import os
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -72,7 +75,7 @@ def read_footer(file: RawFile) -> pa.Schema:
     except StorageError as error:
         raise FooterReadError(f"cannot read the Parquet footer of {path}: {error}") from error
     except Exception as error:  # pyarrow raises OSError, ArrowInvalid, ... for a bad or missing file
-        reason = path.failure(error) if isinstance(error, OSError) and path.is_s3 else _damage(path, error)
+        reason = _unopened(path, error) or _damage(path, error)
         raise FooterReadError(f"cannot read the Parquet footer of {path}: {reason}") from error
     if len(schema) == 0:
         raise FooterReadError(f"the Parquet file {path} has no columns")
@@ -94,6 +97,41 @@ def read_footer(file: RawFile) -> pa.Schema:
 
 
 _MAGIC = b"PAR1"
+
+
+def _unopened(path: Location, error: Exception) -> str | None:
+    """Why a file could not be opened at all, in words (gone since it was listed, permission denied, the
+    object store's own failure); None when it was opened and its bytes are what is wrong."""
+    if isinstance(error, OSError) and path.is_s3 or isinstance(error, FileNotFoundError):
+        return str(path.failure(error))  # project/storage.py's words (gone since it was listed, ...)
+    if isinstance(error, PermissionError):
+        return (
+            f"permission denied: the user running the pipeline (uid {os.geteuid()}) cannot read it; make it"
+            " readable by that user (chmod, chown), then run again"
+        )
+    return None
+
+
+def read_pages(file: RawFile) -> None:
+    """Reads a raw file whole with pyarrow, decoding every page as a batch will (the footer first, in
+    `read_footer`'s words); FooterReadError naming the file and saying in words what is wrong: gone since
+    it was listed, permission denied, its footer or its pages do not decode."""
+    read_footer(file)
+    path = location(file)
+    try:
+        with path.filesystem.open_input_file(path.path) as stream:
+            parquet = pq.ParquetFile(stream)
+            for group in range(parquet.num_row_groups):  # one row group at a time (iter_batches may stop
+                parquet.read_row_group(group)  # short of a damaged page without a word)
+    except StorageError as error:
+        raise FooterReadError(f"cannot read the Parquet pages of {path}: {error}") from error
+    except Exception as error:  # pyarrow raises OSError, ArrowInvalid, ArrowNotImplementedError, ...
+        detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        reason = _unopened(path, error) or (
+            "its Parquet pages do not decode (damaged in storage or by its producer, or cut short): replace it"
+            f" with a good copy under the same name, or delete it; pyarrow says: {detail}"
+        )
+        raise FooterReadError(f"cannot read the Parquet pages of {path}: {reason}") from error
 
 
 def _damage(path: Location, error: Exception) -> str:
@@ -131,11 +169,7 @@ def _damage(path: Location, error: Exception) -> str:
 
 def read_union_schema(paths: Iterable[RawFile]) -> UnionSchema:
     """Union of the footers of `paths`, in the order given."""
-    fields: list[pa.Field] = []
-    conflicts: list[TypeConflict] = []
-    for path in paths:
-        fields = merge_fields(fields, read_footer(path), str(location(path)), conflicts)
-    return UnionSchema(pa.schema(fields), tuple(conflicts))
+    return union_of((str(location(path)), read_footer(path)) for path in paths)
 
 
 def merge_fields(
@@ -192,13 +226,13 @@ def _merge_field(old: pa.Field, new: pa.Field, file: str, conflicts: list[TypeCo
 # ------------------------------------------------------------------------------------------- cache
 
 
-@dataclass
-class _TableState:
-    files: dict[str, tuple[int, int]] = field(default_factory=dict)
-    fields: list[pa.Field] = field(default_factory=list)
-    conflicts: list[TypeConflict] = field(default_factory=list)
-    # per file: lower-case top-level column -> Spark type, to group files that Spark reads alike
-    types: dict[str, dict[str, str]] = field(default_factory=dict)
+def union_of(footers: Iterable[tuple[str, pa.Schema]]) -> UnionSchema:
+    """Union of footers already read, as (file name, schema) pairs in the order given (oldest first)."""
+    fields: list[pa.Field] = []
+    conflicts: list[TypeConflict] = []
+    for name, schema in footers:
+        fields = merge_fields(fields, schema, name, conflicts)
+    return UnionSchema(pa.schema(fields), tuple(conflicts))
 
 
 def column_types(schema: pa.Schema) -> dict[str, str]:
@@ -212,42 +246,47 @@ def column_types(schema: pa.Schema) -> dict[str, str]:
     return types
 
 
-def _field_to_text(arrow_field: pa.Field) -> str:
-    """Exact serialization of a field (Arrow IPC schema message, base64): types, nesting, metadata."""
-    return base64.b64encode(pa.schema([arrow_field]).serialize().to_pybytes()).decode("ascii")
+@dataclass(frozen=True)
+class _Entry:
+    """One file's footer as read: the file's size and mtime then, and its schema (no schema metadata)."""
+
+    size: int
+    mtime_ns: int
+    schema: pa.Schema
 
 
-def _field_from_text(name: str, text: str) -> pa.Field:
-    schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text, validate=True)))
-    if len(schema) != 1 or schema.field(0).name != name:
-        raise ValueError(f"serialized column {name!r} holds {schema.names}")
-    return schema.field(0)
+def _schema_to_text(schema: pa.Schema) -> str:
+    """Exact serialization of a schema (Arrow IPC schema message, base64): types, nesting, field metadata."""
+    return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
 
 
-def _state_from_json(data: object) -> dict[str, _TableState]:
-    if not isinstance(data, dict):
-        raise ValueError("the state is not a JSON object")
-    tables: dict[str, _TableState] = {}
-    for table, entry in data.items():
-        files = {str(name): (int(size), int(mtime)) for name, (size, mtime) in entry["files"].items()}
-        fields = [_field_from_text(name, text) for name, text in entry["columns"]]
-        conflicts = [TypeConflict(*map(str, conflict)) for conflict in entry.get("conflicts", [])]
-        types = {str(name): dict(columns) for name, columns in entry.get("types", {}).items()}
-        if set(types) != set(files):
-            raise ValueError(f"table {table}: the per-file types do not match the files")
-        tables[str(table)] = _TableState(files, fields, conflicts, types)
+def _schema_from_text(text: str) -> pa.Schema:
+    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text, validate=True)))
+
+
+# The state's layout; a state of another (an older cache that kept a union per table) is read as none.
+_STATE_VERSION = 2
+
+
+def _state_from_json(data: object) -> dict[str, dict[str, _Entry]]:
+    if not isinstance(data, dict) or data.get("version") != _STATE_VERSION:
+        raise ValueError(f"the state is not a footer cache of version {_STATE_VERSION}")
+    tables: dict[str, dict[str, _Entry]] = {}
+    for table, files in data["tables"].items():
+        tables[str(table)] = {
+            str(name): _Entry(int(size), int(mtime), _schema_from_text(text))
+            for name, (size, mtime, text) in files.items()
+        }
     return tables
 
 
-def _state_to_json(tables: dict[str, _TableState]) -> dict[str, object]:
+def _state_to_json(tables: dict[str, dict[str, _Entry]]) -> dict[str, object]:
     return {
-        table: {
-            "files": {name: [size, mtime] for name, (size, mtime) in state.files.items()},
-            "columns": [[f.name, _field_to_text(f)] for f in state.fields],
-            "conflicts": [[c.column, c.file, c.type_a, c.type_b] for c in state.conflicts],
-            "types": state.types,
-        }
-        for table, state in tables.items()
+        "version": _STATE_VERSION,
+        "tables": {
+            table: {name: [e.size, e.mtime_ns, _schema_to_text(e.schema)] for name, e in files.items()}
+            for table, files in tables.items()
+        },
     }
 
 
@@ -264,23 +303,26 @@ def _stored(file: RawFile) -> StoredFile:
 
 
 class FooterCache:
-    """Union schemas per table, remembered in a JSON state file so that each file's footer is read once.
+    """Each raw file's footer, read once: a per-file cache kept in a JSON state file, and nothing more.
 
-    A file is read again when its size or mtime changes; its new columns and types are merged in (what it
-    held before stays: columns are never dropped). Files no longer listed are forgotten, with their
-    conflicts. Call `save()` to write the state.
+    An entry is a file's location string, its size and mtime when its footer was read, and that footer's
+    schema; a file whose size or mtime changed (replaced under the same name) is read again. The union of
+    a table is never kept: every call computes it from the files passed (the folder's listing now, minus
+    the files the caller refuses), so a removed, replaced or refused file's columns cannot outlive it.
+    Entries of files no longer passed for their table are forgotten. The state can always be thrown away
+    (a damaged one is): it costs footer reads, never a different answer. Call `save()` to write it.
     """
 
     def __init__(self, state_path: Path) -> None:
         self.state_path = Path(state_path)
         self._tables = self._load()
 
-    def _load(self) -> dict[str, _TableState]:
+    def _load(self) -> dict[str, dict[str, _Entry]]:
         if not self.state_path.exists():
             return {}
         try:
             return _state_from_json(json.loads(self.state_path.read_text(encoding="utf-8")))
-        except Exception as error:  # any damage: the state is only an optimisation
+        except Exception as error:  # any damage, or an older layout: the state is only an optimisation
             logger.warning(
                 "footer cache %s is unreadable (%s: %s): reading every footer again",
                 self.state_path,
@@ -289,31 +331,33 @@ class FooterCache:
             )
             return {}
 
-    def union_schema(self, table: str, files: Sequence[RawFile]) -> UnionSchema:
-        """Union schema of `files` (oldest first), reading only footers not read before. A file is
-        known by its location's string (a local path as today, `s3a://...` on S3) and its size and
-        mtime: those of the listing for a `StoredFile`, else asked of the store."""
-        previous = self._tables.get(table, _TableState())
-        signatures: dict[str, tuple[int, int]] = {}
+    def footers(self, table: str, files: Sequence[RawFile]) -> list[tuple[str, pa.Schema]]:
+        """(file, footer schema) of `files`, in their order, reading only footers not read before. A file is
+        known by its location's string (a local path, `s3a://...` on S3) and its size and mtime: those
+        of the listing for a `StoredFile`, else asked of the store. A footer that cannot be read is a
+        FooterReadError naming the file, and leaves the cache as it was."""
+        previous = self._tables.get(table, {})
+        entries: dict[str, _Entry] = {}
+        read = 0
         for path in files:
             listed = path if isinstance(path, StoredFile) else _stored(path)
-            signatures[str(listed.location)] = (listed.size, listed.mtime_ns)
-        changed = [name for name, signature in signatures.items() if previous.files.get(name) != signature]
-        fields = list(previous.fields)
-        # Conflicts stay while their file does, unless the file is read again (which finds them anew).
-        conflicts = [c for c in previous.conflicts if c.file in signatures and c.file not in changed]
-        types = {name: previous.types[name] for name in signatures if name not in changed and name in previous.types}
-        for name in changed:
-            footer = read_footer(name)
-            types[name] = column_types(footer)
-            fields = merge_fields(fields, footer, name, conflicts)
-        logger.debug("%s: %d raw files, %d footers read", table, len(signatures), len(changed))
-        self._tables[table] = _TableState(signatures, fields, conflicts, types)
-        return UnionSchema(pa.schema(fields), tuple(conflicts))
+            name = str(listed.location)
+            entry = previous.get(name)
+            if entry is None or (entry.size, entry.mtime_ns) != (listed.size, listed.mtime_ns):
+                entry = _Entry(listed.size, listed.mtime_ns, read_footer(listed.location).remove_metadata())
+                read += 1
+            entries[name] = entry
+        logger.debug("%s: %d raw files, %d footers read", table, len(entries), read)
+        self._tables[table] = entries
+        return [(name, entry.schema) for name, entry in entries.items()]
+
+    def union_schema(self, table: str, files: Sequence[RawFile], refused: Collection[str] = ()) -> UnionSchema:
+        """Union schema of `files` (oldest first) but those named in `refused` (location strings)."""
+        return union_of((name, schema) for name, schema in self.footers(table, files) if name not in refused)
 
     def file_types(self, table: str) -> dict[str, dict[str, str]]:
-        """Per file of `table` (as last passed to `union_schema`): lower-case column -> Spark type."""
-        return dict(self._tables[table].types)
+        """Per file of `table` (as last passed): lower-case column -> Spark type."""
+        return {name: column_types(entry.schema) for name, entry in self._tables[table].items()}
 
     def save(self) -> None:
         """Write the state atomically (project/warehouse.py: write_state)."""

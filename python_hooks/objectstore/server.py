@@ -208,8 +208,16 @@ def _describe_keys(config: ServerConfig) -> str:
 
 
 def up(config: ServerConfig) -> None:
-    """Start the server unless it runs, wait until it answers, make the bucket. Harmless twice."""
-    config.data.mkdir(parents=True, exist_ok=True)
+    """Start the server unless it runs, wait until it answers, make the bucket. Harmless twice. It runs as
+    the user who starts it: any folder that user can write does; one it cannot is refused in one line."""
+    try:
+        config.data.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        where = error.filename or config.data
+        raise SystemExit(
+            f"s3: cannot make its folder {config.data} ({where}: {error.strerror or error}): set CDC_S3_DIR to a"
+            " folder this user can write"
+        ) from None
     pid = _pid(config)
     if pid:
         config = _as_running(config)

@@ -4,12 +4,18 @@ known as ours by its data folder in its command line, stopped by the PID in its 
 
 The shared target's metastore (python_hooks/cluster/) and the live source database
 (python_hooks/live/) each run one; this module is the one place that knows how.
+
+Run as root, the server runs as `postgres`, who must be able to enter every folder on the way to its data,
+socket and log folders: a clone inside a 0700 folder (`mktemp -d`, /root) is refused before anything
+starts, in one sentence naming the folder and what to do (`unreachable`). A failed initdb or start is
+one line with the end of its log, never a traceback.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -38,6 +44,7 @@ class PrivatePostgres:
     pid_file: Path
     port_variable: str
     settings: Mapping[str, str] = field(default_factory=dict)
+    folder_variable: str = ""  # the variable that moves its folders, named when they cannot be reached
 
 
 def pg_bin(name: str) -> str:
@@ -78,6 +85,56 @@ def _port_open(port: int) -> bool:
         return sock.connect_ex((HOST, port)) == 0
 
 
+def _postgres_enters(folder: Path) -> bool:
+    """The `postgres` user can enter `folder` (search permission on it and on every folder above it)."""
+    return subprocess.run(["runuser", "-u", "postgres", "--", "test", "-x", str(folder)], check=False).returncode == 0
+
+
+def unreachable(server: PrivatePostgres) -> str | None:
+    """Run as root: why the `postgres` user cannot reach the server's folders, in one sentence naming
+    the first folder on the way it cannot enter and what to do; None when it can (or when not root)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwnam("postgres")
+    except KeyError:
+        return (
+            f"{server.name}: PostgreSQL refuses to run as root and this machine has no `postgres` user to run it"
+            " as: run `make cluster-packages` (Debian's postgresql package makes the user), or run as another user"
+        )
+    for needed in (server.pgdata.parent, server.socket_dir.parent, server.log_file.parent):
+        if _postgres_enters(needed):
+            continue
+        blocker = next((f for f in [*reversed(needed.parents), needed] if not _postgres_enters(f)), needed)
+        try:
+            info = blocker.stat()
+            mode = f" (mode {info.st_mode & 0o7777:04o}, owner {pwd.getpwuid(info.st_uid).pw_name})"
+        except (OSError, KeyError):
+            mode = ""
+        elsewhere = f", or set {server.folder_variable} to a folder outside it" if server.folder_variable else ""
+        return (
+            f"{server.name}: run as root, PostgreSQL runs as the postgres user, who cannot enter {blocker}{mode}"
+            f" on the way to {needed}: let it in with `chmod o+x {blocker}`{elsewhere}, or run as a user other"
+            " than root"
+        )
+    return None
+
+
+def _run(server: PrivatePostgres, what: str, command: list[str], **kwargs) -> None:
+    """A PostgreSQL program that must succeed; its failure is one line with the end of the server's log."""
+    try:
+        subprocess.run(command, check=True, **kwargs)
+    except subprocess.CalledProcessError as error:
+        try:
+            lines = [line.strip() for line in server.log_file.read_text(errors="replace").splitlines() if line.strip()]
+        except OSError:
+            lines = []
+        said = f": {' / '.join(lines[-3:])}" if lines else ""
+        raise SystemExit(
+            f"{server.name}: {what} failed (exit status {error.returncode}){said} (log {server.log_file})"
+        ) from None
+
+
 def start(server: PrivatePostgres) -> None:
     """Start the server unless it runs (initdb first when its folder is empty). Harmless twice."""
     pid = running_pid(server)
@@ -86,18 +143,31 @@ def start(server: PrivatePostgres) -> None:
         return
     if _port_open(server.port):
         raise SystemExit(f"{server.name}: port {server.port} is taken by another process: set {server.port_variable}")
-    for folder in (server.pgdata.parent, server.socket_dir, server.log_file.parent, server.pid_file.parent):
-        folder.mkdir(parents=True, exist_ok=True)
+    folders = (server.pgdata.parent, server.socket_dir, server.log_file.parent, server.pid_file.parent)
+    try:
+        for folder in folders:
+            folder.mkdir(parents=True, exist_ok=True)
+        server.log_file.touch()
+    except OSError as error:
+        where = f" ({error.filename})" if error.filename else ""
+        elsewhere = f"; set {server.folder_variable} to one it can" if server.folder_variable else ""
+        raise SystemExit(
+            f"{server.name}: cannot make its folders{where}: {error.strerror or error}: this user must be able to"
+            f" write there{elsewhere}"
+        ) from None
+    refusal = unreachable(server)
+    if refusal:
+        raise SystemExit(refusal)
     owner = ["chown", "-R", "postgres:postgres"] if os.geteuid() == 0 else None
-    server.log_file.touch()
     if not (server.pgdata / "PG_VERSION").exists():
         server.pgdata.mkdir(parents=True, exist_ok=True)
         if owner:
             subprocess.run([*owner, str(server.pgdata)], check=True)
         with server.log_file.open("ab") as out:
-            subprocess.run(
+            _run(
+                server,
+                "initdb",
                 as_postgres([pg_bin("initdb"), "--auth=trust", "--username=postgres", "-D", str(server.pgdata)]),
-                check=True,
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
@@ -106,12 +176,13 @@ def start(server: PrivatePostgres) -> None:
         subprocess.run([*owner, str(server.log_file)], check=True)
     options = [f"-c listen_addresses={HOST}", f"-p {server.port}", f"-k {server.socket_dir}"]
     options += [f"-c {name}={value}" for name, value in server.settings.items()]
-    subprocess.run(
+    _run(
+        server,
+        "pg_ctl start",
         as_postgres(
             [pg_bin("pg_ctl"), "start", "-w", "-t", "60", "-D", str(server.pgdata), "-o", " ".join(options)]
             + ["-l", str(server.log_file)]
         ),
-        check=True,
         stdout=subprocess.DEVNULL,
     )
     # pg_ctl leaves postmaster.pid; its first line is the server's PID.

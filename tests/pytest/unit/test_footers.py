@@ -5,14 +5,25 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from fuzz.damage import BYTES, damage
+from fuzz.python_side import SOURCES, assert_worded, damaged_file, sample_files
 from python_hooks.evolution import footers
-from python_hooks.evolution.footers import FooterCache, FooterReadError, TypeConflict, UnionSchema, read_union_schema
+from python_hooks.evolution.footers import (
+    FooterCache,
+    FooterReadError,
+    TypeConflict,
+    UnionSchema,
+    read_pages,
+    read_union_schema,
+)
 from python_hooks.landing.files import raw_files
 
 
@@ -207,7 +218,8 @@ def test_cache_persists_across_instances(tmp_path: Path, dms_files: list[Path], 
     cache = FooterCache(state)
     cache.union_schema("crm.customer", dms_files)
     cache.save()
-    assert json.loads(state.read_text())["crm.customer"]["files"] == {
+    entries = json.loads(state.read_text())["tables"]["crm.customer"]
+    assert {name: entry[:2] for name, entry in entries.items()} == {
         str(p): [p.stat().st_size, p.stat().st_mtime_ns] for p in dms_files
     }
     assert not [p for p in state.parent.iterdir() if p.name.startswith(".footers.json.")]  # no temp file left
@@ -285,7 +297,7 @@ def test_cache_rereads_changed_files_and_forgets_removed_ones(
 ) -> None:
     cache = FooterCache(tmp_path / "footers.json")
     cache.union_schema("crm.customer", dms_files)
-    # Rewrite the last file with an extra column; keep a distinct mtime even on coarse clocks.
+    # Rewrite the last file: 'tier' gone, 'segment' new; keep a distinct mtime even on coarse clocks.
     rewritten = write(
         dms_files[2], pa.schema([("Op", pa.string()), ("id", pa.int32()), ("segment", pa.string())]), rows=5
     )
@@ -294,11 +306,71 @@ def test_cache_rereads_changed_files_and_forgets_removed_ones(
     counted_reads.clear()
     union = cache.union_schema("crm.customer", dms_files[1:])
     assert counted_reads == ["20261121-114512345.parquet"]
-    assert union.schema.names == [*EXPECTED_DMS_UNION.names, "segment"]  # columns are never dropped
+    # The union of the files listed now: the removed LOAD file's and the replaced file's old columns
+    # that no listed file holds are gone (the table keeps what it was given; the cache keeps nothing).
+    assert union == read_union_schema(dms_files[1:])
+    assert union.schema == pa.schema(
+        [
+            ("Op", pa.string()),
+            ("ID", pa.int64()),
+            ("name", pa.string()),
+            ("last_update_time", pa.timestamp("us")),
+            ("COUNTRY", pa.string()),
+            ("segment", pa.string()),
+        ]
+    )
     cache.save()
-    assert set(json.loads((tmp_path / "footers.json").read_text())["crm.customer"]["files"]) == {
+    assert set(json.loads((tmp_path / "footers.json").read_text())["tables"]["crm.customer"]) == {
         str(p) for p in dms_files[1:]
     }
+
+
+def test_a_removed_then_same_named_file_brings_back_none_of_its_columns(
+    tmp_path: Path, dms_files: list[Path], counted_reads: list[str]
+) -> None:
+    """Issue 43's sequence on the cache alone: a file of another table lands (read), is removed (the
+    folder listed without it, or the table not looked at), and a new file gets its name: the union is
+    the listed files', never the removed file's columns, whatever the cache saw in between."""
+    state = tmp_path / "footers.json"
+    stranger = write(
+        dms_files[0].parent / "20261121-124512345.parquet",
+        pa.schema([("Op", pa.string()), ("order_id", pa.int64()), ("amount", pa.decimal128(10, 2))]),
+    )
+    cache = FooterCache(state)
+    assert "amount" in cache.union_schema("crm.customer", [*dms_files, stranger]).schema.names
+    cache.save()
+    stranger.unlink()
+    # The next run does not look at the table (nothing new): the state keeps the stranger's entry.
+    same_name = write(stranger, pa.schema([("Op", pa.string()), ("id", pa.int32()), ("tier", pa.int16())]), rows=3)
+    stat = same_name.stat()
+    os.utime(same_name, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    counted_reads.clear()
+    union = FooterCache(state).union_schema("crm.customer", [*dms_files, same_name])
+    assert counted_reads == [same_name.name]
+    assert union == UnionSchema(EXPECTED_DMS_UNION, ())
+    assert union == read_union_schema([*dms_files, same_name])
+
+
+def test_refused_files_are_left_out_of_the_union(tmp_path: Path, dms_files: list[Path]) -> None:
+    stranger = write(dms_files[0].parent / "20261121-124512345.parquet", pa.schema([("order_id", pa.int64())]))
+    cache = FooterCache(tmp_path / "footers.json")
+    listed = [*dms_files, stranger]
+    assert cache.union_schema("crm.customer", listed, refused={str(stranger)}) == UnionSchema(EXPECTED_DMS_UNION, ())
+    assert cache.union_schema("crm.customer", listed).schema.names == [*EXPECTED_DMS_UNION.names, "order_id"]
+    # the refused file's types are still known (its refusal names it)
+    assert cache.file_types("crm.customer")[str(stranger)] == {"order_id": "bigint"}
+
+
+@pytest.mark.parametrize("order", ["forwards", "backwards"])
+def test_the_cache_gives_the_answer_of_a_fresh_read(tmp_path: Path, dms_files: list[Path], order: str) -> None:
+    """Whatever the cache saw before (any subset, any order), the union of a listing is that of reading
+    the listed footers afresh: the cache can always be thrown away."""
+    cache = FooterCache(tmp_path / "footers.json")
+    subsets = [dms_files[i:j] for i in range(3) for j in range(i + 1, 4)]
+    for subset in subsets if order == "forwards" else subsets[::-1]:
+        assert cache.union_schema("crm.customer", subset) == read_union_schema(subset)
+        cache.save()
+        cache = FooterCache(tmp_path / "footers.json")
 
 
 def test_cache_remembers_conflicts(tmp_path: Path, counted_reads: list[str]) -> None:
@@ -325,7 +397,7 @@ def test_failed_read_leaves_the_cache_unchanged(tmp_path: Path, dms_files: list[
     with pytest.raises(FooterReadError, match="20261121-999999999"):
         cache.union_schema("crm.customer", [*dms_files, broken])
     cache.save()
-    assert list(json.loads((tmp_path / "footers.json").read_text())["crm.customer"]["files"]) == [str(dms_files[0])]
+    assert list(json.loads((tmp_path / "footers.json").read_text())["tables"]["crm.customer"]) == [str(dms_files[0])]
 
 
 @pytest.mark.parametrize(
@@ -333,12 +405,12 @@ def test_failed_read_leaves_the_cache_unchanged(tmp_path: Path, dms_files: list[
     [
         "{not json",
         "[]",
-        '{"crm.customer": {"files": {}}}',
-        '{"crm.customer": {"files": {"x": [1]}, "columns": []}}',
-        '{"crm.customer": {"files": {}, "columns": [["id", "not base64!"]]}}',
-        '{"crm.customer": {"files": {}, "columns": [["id", "AAAA"]]}}',
+        '{"crm.customer": {"files": {}, "columns": []}}',
+        '{"version": 2, "tables": {"crm.customer": {"x": [1]}}}',
+        '{"version": 2, "tables": {"crm.customer": {"x": [1, 2, "not base64!"]}}}',
+        '{"version": 2, "tables": {"crm.customer": {"x": [1, 2, "AAAA"]}}}',
     ],
-    ids=["syntax", "list", "no-columns", "bad-signature", "bad-base64", "bad-ipc"],
+    ids=["syntax", "list", "version-1", "bad-entry", "bad-base64", "bad-ipc"],
 )
 def test_corrupt_state_starts_over(
     tmp_path: Path,
@@ -358,12 +430,78 @@ def test_corrupt_state_starts_over(
     assert FooterCache(state).union_schema("crm.customer", dms_files).schema == EXPECTED_DMS_UNION
 
 
-def test_state_with_a_wrong_column_name_starts_over(tmp_path: Path, dms_files: list[Path]) -> None:
+def test_a_state_entry_whose_signature_differs_is_read_again(
+    tmp_path: Path, dms_files: list[Path], counted_reads: list[str]
+) -> None:
+    """An entry whose size or mtime is not the file's is read again, whatever schema it holds."""
     state = tmp_path / "footers.json"
     cache = FooterCache(state)
     cache.union_schema("crm.customer", dms_files)
     cache.save()
     data = json.loads(state.read_text())
-    data["crm.customer"]["columns"][0][0] = "renamed"
+    entries = data["tables"]["crm.customer"]
+    stale = entries[str(dms_files[0])]
+    stale[1] -= 1  # another mtime than the file's
+    stale[2] = entries[str(dms_files[2])][2]  # and another file's schema
     state.write_text(json.dumps(data))
-    assert FooterCache(state).union_schema("crm.customer", dms_files).schema == EXPECTED_DMS_UNION
+    counted_reads.clear()
+    assert FooterCache(state).union_schema("crm.customer", dms_files) == UnionSchema(EXPECTED_DMS_UNION, ())
+    assert counted_reads == [dms_files[0].name]
+
+
+# ------------------------------------------------------------------------------------- read_pages
+
+
+@pytest.mark.parametrize("source", ["dms_customer_address", "debezium_flattened"])
+@pytest.mark.parametrize("kind", sorted(BYTES))
+def test_read_pages_refuses_in_words_exactly_what_pyarrow_cannot_read(tmp_path: Path, source: str, kind: str) -> None:
+    """Damaged bytes (the fuzz library's kinds, ten seeds each): `read_pages` refuses a file exactly when
+    pyarrow cannot read it whole (a damaged page pyarrow's batch iterator would pass over in silence
+    included), in one line naming the file and saying what is wrong in words."""
+    name = Path(damaged_file(source)).name
+    good = sample_files()[source][3][damaged_file(source)]
+    for seed in range(10):
+        path = tmp_path / f"{seed}-{name}"
+        path.write_bytes(damage(good, name, kind, seed, SOURCES[source].keys).files[name])
+        try:
+            pq.read_table(path)
+        except Exception:  # noqa: BLE001 - any failure: pyarrow cannot read it
+            readable = False
+        else:
+            readable = True
+        if readable:
+            read_pages(path)
+            continue
+        with pytest.raises(FooterReadError) as error:
+            read_pages(path)
+        line = str(error.value)
+        assert_worded(line, str(path), str(path), f"{kind} seed {seed}")
+        assert "footer" in line or "pages do not decode" in line, line
+
+
+def test_read_pages_of_a_file_gone_since_it_was_listed(tmp_path: Path, dms_files: list[Path]) -> None:
+    listed = raw_files(dms_files[0].parent, "dms")
+    dms_files[1].unlink()
+    with pytest.raises(FooterReadError) as error:
+        read_pages(listed[1])
+    assert str(error.value) == (
+        f"cannot read the Parquet footer of {dms_files[1]}: {dms_files[1]} was listed, then gone when read: deleted"
+        " meanwhile (a lifecycle rule, or its producer); nothing read from it was applied"
+    )
+
+
+def test_read_pages_of_a_file_this_user_may_not_read(tmp_path: Path, dms_files: list[Path]) -> None:
+    """A file of mode 000, read by a process that permissions bind (root without its override capabilities)."""
+    dms_files[0].chmod(0)
+    code = (
+        "import sys\nfrom python_hooks.evolution.footers import FooterReadError, read_pages\n"
+        "try:\n    read_pages(sys.argv[1])\nexcept FooterReadError as error:\n    print(error)\n"
+    )
+    command = [sys.executable, "-c", code, str(dms_files[0])]
+    if os.geteuid() == 0:
+        command = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--", *command]
+    said = subprocess.run(command, capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    assert said == (
+        f"cannot read the Parquet footer of {dms_files[0]}: permission denied: the user running the pipeline"
+        f" (uid {os.geteuid()}) cannot read it; make it readable by that user (chmod, chown), then run again"
+    )

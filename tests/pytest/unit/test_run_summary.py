@@ -153,3 +153,57 @@ def test_a_raw_file_spark_cannot_read_is_one_line_naming_file_and_table():
         " expression_is_true_stg_crm__customer_address__cdc_seq, accepted_values_stg_crm__customer_address__op"
     ], lines
     assert not any("o556" in line or "o1198" in line or "org.apache" in line for line in lines), lines
+
+
+# Spark 3.5's words when a raw file is gone between the run's listing and its read (from a real run: a file
+# of a DataFrame deleted before its collect), and Hadoop's local file system's for a file it may not read.
+_GONE = (
+    "An error occurred while calling o654.collectToPython.\n"
+    ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 1.0 failed 1 times, most"
+    " recent failure: Lost task 0.0 in stage 1.0 (TID 1) (192.0.2.2 executor driver):"
+    " org.apache.spark.SparkFileNotFoundException: File file:{file} does not exist\n"
+    "It is possible the underlying files have been updated. You can explicitly invalidate the cache in Spark by"
+    " running 'REFRESH TABLE tableName' command in SQL or by recreating the Dataset/DataFrame involved.\n"
+    "\tat org.apache.spark.sql.errors.QueryExecutionErrors$.readCurrentFileNotFoundError("
+    "QueryExecutionErrors.scala:781)\n"
+)
+_DENIED = (
+    "An error occurred while calling o654.collectToPython.\n"
+    ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 1.0 failed 1 times, most"
+    " recent failure: Lost task 0.0 in stage 1.0 (TID 1) (192.0.2.2 executor driver):"
+    " org.apache.spark.SparkFileNotFoundException: {file} (Permission denied)\n"
+    "It is possible the underlying files have been updated. You can explicitly invalidate the cache in Spark by"
+    " running 'REFRESH TABLE tableName' command in SQL or by recreating the Dataset/DataFrame involved.\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("spark_said", "words"),
+    [
+        (_GONE, "is gone since the run listed it (deleted or moved while the run ran)"),
+        (_DENIED, "cannot be read: permission denied to the user running Spark"),
+    ],
+    ids=["gone", "permission-denied"],
+)
+def test_a_raw_file_gone_or_denied_when_spark_reads_it_is_one_line_naming_it(spark_said: str, words: str):
+    """The staging view's data tests, each 'An error occurred while calling o654.collectToPython' (issue 43):
+    one line for them all naming the file and the table, in words, and what to do."""
+    folder = "/tmp/l and 'q'/dms/crm/customer_address"
+    file = f"{folder}/20261103-101000000.parquet"
+    table = SimpleNamespace(
+        folder=folder,
+        model="crm__customer_address",
+        staging_model="stg_crm__customer_address",
+        source="crm.customer_address",
+    )
+    tests = [f"not_null_stg_crm__customer_address__{c}" for c in ("cdc_seq", "cdc_ts", "cdc_op", "customer_id")]
+    result = _result(
+        *[(t, "error", spark_said.format(file=file)) for t in tests], ("crm__customer_address", "skipped", None)
+    )
+    lines = run_summary(result, [], set(), [table])
+    naming = [line for line in lines if "20261103-101000000.parquet" in line]
+    assert len(naming) == 1, lines
+    assert naming[0].startswith(f"failed: crm__customer_address (source crm.customer_address): raw file {file} ")
+    assert words in naming[0] and f"it failed {tests[0]}, {tests[1]}, {tests[2]} and 1 more" in naming[0], naming
+    assert not any("o654" in line or "org.apache" in line for line in lines), lines
+    assert lines[-1] == WHAT_TO_DO

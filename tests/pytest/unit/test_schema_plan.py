@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from python_hooks.evolution.apply import inspect_table
+from python_hooks.evolution.footers import FooterCache
 from python_hooks.evolution.plan import (
     ColumnChange,
     Plan,
@@ -15,8 +18,11 @@ from python_hooks.evolution.plan import (
     plan_schema_changes,
 )
 from python_hooks.evolution.types import UnsupportedTypeError, compare_types, normalize_type, spark_type
+from python_hooks.landing.files import raw_files
 from python_hooks.project.producers import METADATA_COLUMNS, debezium_decoded_types, is_metadata_column
 from python_hooks.project.sql import quote_ident
+from python_hooks.project.storage import location
+from python_hooks.project.tables import CdcTable
 
 TABLE = "`spark_catalog`.`crm`.`customer`"
 CUSTOMER = [("id", "bigint"), ("name", "string"), ("country", "string"), ("_cdc_seq", "string")]
@@ -544,3 +550,76 @@ def test_debezium_columns_staging_decodes_are_planned_with_their_decoded_types()
     assert [(c.column, c.action, c.new_type) for c in plan.changes] == [("seen", "add_column", "timestamp")]
     with pytest.raises(ValueError, match="io.debezium.time.MicroTime"):
         debezium_decoded_types({"debezium_types": {"t": "io.debezium.time.MicroTime"}})
+
+
+# ------------------------------------------------- inspect_table: the union of the files a run accepts
+
+
+def _customer_table(folder) -> CdcTable:
+    return CdcTable(
+        model="customer",
+        schema="crm",
+        identifier="customer",
+        staging_model="stg_crm__customer",
+        source="crm.customer",
+        folder=location(folder),
+        producer="dms",
+        timestamp_column="last_update_time",
+        keys=("id",),
+    )
+
+
+def _parquet(path, schema: pa.Schema):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({f.name: pa.nulls(1, f.type) for f in schema}, schema=schema), path)
+    return path
+
+
+CUSTOMER_NOW = [("id", "bigint"), ("name", "string"), ("_cdc_seq", "string")]
+
+
+def _adds(found) -> list[tuple[str, str]]:
+    return [(c.column, c.new_type) for c in found.plan.adds] if found.plan else []
+
+
+def test_a_refused_file_adds_no_column_in_its_run_nor_after_it(tmp_path) -> None:
+    """Issue 43's sequence: a file of another table (no 'id') lands in customer's folder: refused, and its
+    columns are in no union; removed, then a new file of the same name: only the new file's columns."""
+    folder = tmp_path / "crm" / "customer"
+    _parquet(folder / "LOAD00000001.parquet", pa.schema([("id", pa.int64()), ("name", pa.string())]))
+    _parquet(folder / "20261121-100000000.parquet", pa.schema([("Op", pa.string()), ("id", pa.int64())]))
+    stranger = _parquet(
+        folder / "20261121-110000000.parquet",
+        pa.schema([("Op", pa.string()), ("order_id", pa.int64()), ("amount", pa.decimal128(10, 2))]),
+    )
+    table = _customer_table(folder)
+    cache = FooterCache(tmp_path / "footers.json")
+
+    refused = inspect_table(table, raw_files(folder, "dms"), cache, CUSTOMER_NOW)
+    assert refused.problems == [
+        f"raw file {stranger} has no key column 'id' (unique_key of model customer): its changes cannot be"
+        " applied; fix the producer and replace the file [model customer, source crm.customer]"
+    ]
+    assert refused.union is not None and refused.union.names == ["id", "name", "Op"]
+    cache.save()
+
+    stranger.unlink()
+    clean = inspect_table(table, raw_files(folder, "dms"), FooterCache(tmp_path / "footers.json"), CUSTOMER_NOW)
+    assert (clean.problems, _adds(clean)) == ([], [])
+
+    # A later file of the same name (the cache was not told of the removal: that run had nothing new)
+    _parquet(stranger, pa.schema([("Op", pa.string()), ("id", pa.int64()), ("tier", pa.int16())]))
+    later = inspect_table(table, raw_files(folder, "dms"), FooterCache(tmp_path / "footers.json"), CUSTOMER_NOW)
+    assert (later.problems, _adds(later)) == ([], [("tier", "smallint")])
+
+
+def test_a_conflicting_file_is_left_out_of_the_union(tmp_path) -> None:
+    folder = tmp_path / "crm" / "customer"
+    _parquet(folder / "LOAD00000001.parquet", pa.schema([("id", pa.int64()), ("name", pa.string())]))
+    bad = _parquet(
+        folder / "20261121-100000000.parquet",
+        pa.schema([("Op", pa.string()), ("id", pa.int64()), ("name", pa.int32()), ("segment", pa.string())]),
+    )
+    found = inspect_table(_customer_table(folder), raw_files(folder, "dms"), FooterCache(tmp_path / "f.json"), None)
+    assert len(found.problems) == 1 and str(bad) in found.problems[0] and "'name'" in found.problems[0]
+    assert found.union is not None and found.union.names == ["id", "name"]
