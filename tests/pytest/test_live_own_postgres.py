@@ -28,6 +28,7 @@ reload on the envelope topic.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -238,10 +239,10 @@ def project(tmp_path: Path) -> Path:
     """A copy of the project's dbt files, for add-source to write into."""
     copy = tmp_path / "project"
     copy.mkdir()
-    (copy / "dbt_project.yml").write_bytes((PROJECT / "dbt_project.yml").read_bytes())
+    shutil.copy2(PROJECT / "dbt_project.yml", copy)
     for folder in ("models", "macros", "snapshots", "seeds", "tests/generic"):
         if (PROJECT / folder).is_dir():
-            subprocess.run(["cp", "-r", str(PROJECT / folder), str(copy / folder)], check=True)
+            shutil.copytree(PROJECT / folder, copy / folder)
     return copy
 
 
