@@ -154,10 +154,13 @@ from {{ events }}
     {%- if unchanged -%}
         {#- The stored rows at the snapshot the batch starts from: the batch's own writes must not
             change what its fill reads (a cached batch that reads the table is read again after a write). -#}
+        {#- (Its columns as of that snapshot: Iceberg reads a snapshot with its own schema, without a
+            column the hooks added since.) -#}
         {%- set stored_snapshot = none if full_build else cdc_current_snapshot(target) -%}
+        {%- set stored = none if stored_snapshot is none
+            else '(select * from ' ~ target ~ ' version as of ' ~ stored_snapshot ~ ')' -%}
         {%- set batch_sql = cdc_fill_unchanged_sql(batch_sql, cdc_column_names('(' ~ batch_sql ~ ')'), unchanged, keys,
-            stored=none if stored_snapshot is none else '(select * from ' ~ target ~ ' version as of ' ~ stored_snapshot ~ ')',
-            stored_columns=[] if stored_snapshot is none else cdc_column_names(target),
+            stored=stored, stored_columns=[] if stored is none else cdc_column_names(stored),
             table=target.identifier) -%}
     {%- endif -%}
     {%- if files or full_build -%}
