@@ -144,7 +144,7 @@ s3-status: install
 # A live PostgreSQL source captured by Debezium's embedded engine (python_hooks/live/, docs/live.md);
 # port, folder and file rolling from CDC_LIVE_* variables. live-up is harmless twice.
 live-up: install check-java cluster-packages
-	$(BIN)/python -m python_hooks live pg-up
+	$(BIN)/python -m python_hooks live pg-up --demo-schema
 	$(BIN)/python -m python_hooks live workload --only-seed
 	$(BIN)/python -m python_hooks live capture --detach
 

@@ -18,7 +18,7 @@ s3 up           start a local S3 server (SeaweedFS) on 127.0.0.1, make the bucke
 s3 down         stop it
 s3 status       what runs, where, and whether the bucket answers
 s3 env          `export` lines of the AWS variables that reach it (env --shell lists them too)
-live pg-up      start the live source: a private PostgreSQL 15 with logical decoding, its tables (shopdb.shop.*)
+live pg-up      start the private live source (PostgreSQL 15, logical decoding); --demo-schema: the shop tables
 live pg-down    stop it
 live capture    capture it with Debezium into the landing zone as the S3 sink writes (--detach: in the background)
 live capture-stop  stop the capture cleanly
@@ -260,9 +260,12 @@ def live() -> None:
     pass
 
 
-@live.command("pg-up", help="Start the live source on 127.0.0.1:$CDC_LIVE_PG_PORT (15433), create its tables.")
-def live_pg_up() -> None:
-    live_source.source.up(live_source.config_from_env())
+@live.command(
+    "pg-up", help="Start the private live source on 127.0.0.1:$CDC_LIVE_PG_PORT (15433) and create its database."
+)
+@click.option("--demo-schema", is_flag=True, help="Also create the demo's `shop` tables (make live-up, live demo).")
+def live_pg_up(demo_schema: bool) -> None:
+    live_source.source.up(live_source.config_from_env(), demo_schema=demo_schema)
 
 
 @live.command("pg-down", help="Stop the live source by PID (its data stays in $CDC_LIVE_DIR/postgres).")

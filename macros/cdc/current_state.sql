@@ -147,11 +147,21 @@ from {{ events }}
     {%- elif files -%}
         {%- set business = cdc_landing_columns_of(batch_sql) | map(attribute='name') | list -%}
     {%- endif -%}
-    {#- A source's placeholder for a value it did not send (unchanged.sql): filled from the batch. -#}
+    {#- A source's placeholder for a value it did not send (unchanged.sql): filled from the batch and,
+        on an incremental batch, the table's stored rows. -#}
     {%- set unchanged = cdc_unchanged_columns(reader.source if reader is not none else none, batch_sql)
         if (files or full_build) and keys else {} -%}
     {%- if unchanged -%}
-        {%- set batch_sql = cdc_fill_unchanged_sql(batch_sql, cdc_column_names('(' ~ batch_sql ~ ')'), unchanged, keys) -%}
+        {#- The stored rows at the snapshot the batch starts from: the batch's own writes must not
+            change what its fill reads (a cached batch that reads the table is read again after a write). -#}
+        {#- (Its columns as of that snapshot: Iceberg reads a snapshot with its own schema, without a
+            column the hooks added since.) -#}
+        {%- set stored_snapshot = none if full_build else cdc_current_snapshot(target) -%}
+        {%- set stored = none if stored_snapshot is none
+            else '(select * from ' ~ target ~ ' version as of ' ~ stored_snapshot ~ ')' -%}
+        {%- set batch_sql = cdc_fill_unchanged_sql(batch_sql, cdc_column_names('(' ~ batch_sql ~ ')'), unchanged, keys,
+            stored=stored, stored_columns=[] if stored is none else cdc_column_names(stored),
+            table=target.identifier) -%}
     {%- endif -%}
     {%- if files or full_build -%}
         {%- do cdc_execute(

@@ -1,24 +1,41 @@
 {#- A value the source did not send: Debezium's `__debezium_unavailable_value` for a TOASTed column an
     update left alone under REPLICA IDENTITY DEFAULT (docs/DEBEZIUM_REAL_OUTPUT.md, 3). A source that
-    sets `meta.cdc_unchanged_value` has its string and binary columns read so: such a value means
-    "as before". Within a batch it takes the value of the key's previous change that has one
-    (`cdc_fill_unchanged_sql`, when the batch is staged); against the table the row keeps its stored
-    value (`cdc_unchanged_update_value`, in the MERGE's update). A source without the setting is read
-    as before: no window, no extra statement. -#}
+    sets `meta.cdc_unchanged_value` has its string, binary and array-of-string/binary columns read so
+    (json/jsonb arrive as text): such a value means "as before". `cdc_fill_unchanged_sql`, when the
+    batch is staged (cdc_stage_batch, current_state.sql), replaces it by the value the row had:
+
+      1. the key's previous change in the batch (commit time, sequence, file), not before a delete of
+         the key: a delete's non-key values are filler, and a key deleted and created again is a new row;
+      2. else, for a create that shares its commit time and sequence (PostgreSQL's LSN) with a delete
+         of another key, a primary key change: the old key's last value (its previous change in the
+         batch, else its stored row), across partitions and files of the batch;
+      3. else, when no delete of the key came before in the batch, the table's stored row.
+
+    Rules 1 and 2 follow each other through FILL_PASSES rounds (a key changed, then updated or changed
+    again, in one batch). A placeholder still there after that (the old key's value is nowhere: its
+    table was built after the change, its delete landed in another batch, or the chain is longer) is
+    refused, in words, before anything is written. A source without the setting is read as before: no
+    window, no join, no extra statement. The MERGE's update keeps the row's value for a placeholder too
+    (cdc_unchanged_update_value), which after the fill only a re-delivery can meet. -#}
 
 {% macro cdc_unchanged_columns(source_node, batch_sql) -%}
-    {#- column -> the SQL literal of the placeholder in that column's type, for the string and binary
-        columns of `batch_sql`; {} when the source sets no `meta.cdc_unchanged_value`. -#}
+    {#- column -> the SQL literal of the placeholder in that column's type, for the string, binary and
+        array<string|binary> columns of `batch_sql`; {} when the source sets no `meta.cdc_unchanged_value`. -#}
     {%- set value = none if source_node is none
         else (source_node.meta.get('cdc_unchanged_value') or source_node.source_meta.get('cdc_unchanged_value')) -%}
     {%- set columns = {} -%}
     {%- if value -%}
+        {%- set text = cdc_sql_string(value) -%}
+        {%- set literals = {
+            'string': text,
+            'binary': 'cast(' ~ text ~ ' as binary)',
+            'array<string>': 'array(' ~ text ~ ')',
+            'array<binary>': 'array(cast(' ~ text ~ ' as binary))',
+        } -%}
         {%- for column in cdc_landing_columns_of(batch_sql) if not column.name.startswith('_cdc_') -%}
-            {%- set data_type = column.data_type | lower -%}
-            {%- if data_type == 'string' -%}
-                {%- do columns.update({column.name: cdc_sql_string(value)}) -%}
-            {%- elif data_type == 'binary' -%}
-                {%- do columns.update({column.name: 'cast(' ~ cdc_sql_string(value) ~ ' as binary)'}) -%}
+            {%- set data_type = column.data_type | lower | replace(' ', '') -%}
+            {%- if data_type in literals -%}
+                {%- do columns.update({column.name: literals[data_type]}) -%}
             {%- endif -%}
         {%- endfor -%}
     {%- endif -%}
@@ -26,34 +43,140 @@
 {%- endmacro %}
 
 
-{% macro cdc_fill_unchanged_sql(batch_sql, columns, unchanged, keys) %}
-    {#- The batch's events with each placeholder replaced by the value of the key's latest earlier
-        change (commit time, sequence, file) that carries one, when the batch has it; else the
-        placeholder stays, for the MERGE to keep the table's value. A struct around the value tells
-        a real null (kept) from a placeholder (skipped by `ignore nulls`). -#}
+{% macro cdc_fill_unchanged_sql(batch_sql, columns, unchanged, keys, stored=none, stored_columns=[], table='') %}
+    {#- The batch's events with each placeholder replaced by the value the row had (the rules at the
+        top of this file); an unresolvable one raises an error naming the table, the key, the column
+        and the file. `stored`: the current-state table (none on a full build: every file is in the
+        batch), `stored_columns` its columns. -#}
+    {%- set passes = 2 -%}
+    {%- set filled = [] -%}
+    {%- for column in columns if column in unchanged and column | lower not in keys | map('lower') | list -%}
+        {%- do filled.append(column) -%}
+    {%- endfor -%}
+    {%- set known = stored_columns | map('lower') | list -%}
+    {%- set sql -%}
         select
-        {%- for column in columns %}
-            {%- if column in unchanged %}
-            case
-                when batch.{{ cdc_quote(column) }} = {{ unchanged[column] }} then coalesce(
-                    last_value(
-                        if(batch.{{ cdc_quote(column) }} = {{ unchanged[column] }}, null, named_struct('v', batch.{{ cdc_quote(column) }})),
-                        true
-                    ) over (
-                        partition by {% for key in keys %}batch.{{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %}
-                        order by batch._cdc_ts, batch._cdc_seq, batch._cdc_source_file
-                        rows between unbounded preceding and 1 preceding
-                    ),
-                    named_struct('v', batch.{{ cdc_quote(column) }})
-                ).v
-                else batch.{{ cdc_quote(column) }}
-            end as {{ cdc_quote(column) }}{{ ',' if not loop.last }}
+            batch.*,
+            {#- deletes of the key before this change in the batch: a key's "segment" -#}
+            count_if(batch._cdc_op = 'D') over (
+                partition by {% for key in keys %}batch.{{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %}
+                order by batch._cdc_ts, batch._cdc_seq, batch._cdc_source_file
+                rows between unbounded preceding and 1 preceding
+            ) as _cdc_fill_segment,
+            {{ 'stored._cdc_fill_stored' if stored is not none else 'false' }} as _cdc_fill_stored
+            {%- for column in filled %},
+            {%- if stored is not none and column | lower in known %}
+            named_struct('v', stored.{{ cdc_quote(column) }}) as _cdc_fill_stored_{{ loop.index }}
             {%- else %}
-            batch.{{ cdc_quote(column) }}{{ ',' if not loop.last }}
+            if(false, named_struct('v', batch.{{ cdc_quote(column) }}), null) as _cdc_fill_stored_{{ loop.index }}
             {%- endif %}
-        {%- endfor %}
+            {%- endfor %}
         from ({{ batch_sql }}) as batch
+        {%- if stored is not none %}
+        left join (
+            select {% for key in keys %}{{ cdc_quote(key) }}, {% endfor %}true as _cdc_fill_stored
+            {%- for column in filled if column | lower in known %}, {{ cdc_quote(column) }}{% endfor %}
+            from {{ stored }}
+        ) as stored
+            on {% for key in keys %}stored.{{ cdc_quote(key) }} = batch.{{ cdc_quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
+        {%- endif %}
+    {%- endset -%}
+    {%- set state = namespace(sql=sql) -%}
+    {%- for pass in range(passes) -%}
+        {%- set state.sql = cdc_fill_pass_sql(state.sql, columns, filled, unchanged, keys, loop.last, table) -%}
+    {%- endfor -%}
+    {{ return('select ' ~ cdc_fill_column_list(columns) ~ ' from (' ~ state.sql ~ ') as filled') }}
 {% endmacro %}
+
+
+{% macro cdc_fill_pass_sql(sql, columns, filled, unchanged, keys, last, table) %}
+    {#- One round of rules 1 and 2 (and 3) over `sql` (the batch with its segment and stored values):
+        a placeholder resolved; one not resolved stays for the next round, or on the `last` round
+        raises the refusal. -#}
+    {%- set order = 'order by _cdc_ts, _cdc_seq, _cdc_source_file' -%}
+    {%- set by_key -%}{% for key in keys %}{{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %}{%- endset -%}
+        with
+
+        events as (
+            select
+                events.*
+                {%- for column in filled %},
+                {#- 1: the key's latest earlier value in its segment; a delete's filler never counts -#}
+                last_value(
+                    if(events._cdc_op = 'D' or events.{{ cdc_quote(column) }} = {{ unchanged[column] }}, null,
+                        named_struct('v', events.{{ cdc_quote(column) }})),
+                    true
+                ) over (
+                    partition by {{ by_key }}, events._cdc_fill_segment
+                    {{ order }}
+                    rows between unbounded preceding and 1 preceding
+                ) as _cdc_fill_previous_{{ loop.index }}
+                {%- endfor %}
+            from ({{ sql }}) as events
+
+        ),
+
+        departed as (
+            {#- 2: each delete's last value, by position: the create of a key change shares it -#}
+            select
+                _cdc_ts,
+                _cdc_seq
+                {%- for column in filled %},
+                first(coalesce(_cdc_fill_previous_{{ loop.index }},
+                    if(_cdc_fill_segment = 0 and _cdc_fill_stored, _cdc_fill_stored_{{ loop.index }}, null)), true)
+                    as _cdc_fill_departed_{{ loop.index }}
+                {%- endfor %}
+            from events
+            where _cdc_op = 'D'
+            group by _cdc_ts, _cdc_seq
+
+        )
+
+        select
+            {%- for column in columns %}
+            {%- if column in filled %}
+            {%- set i = filled.index(column) + 1 %}
+            case
+                when events.{{ cdc_quote(column) }} = {{ unchanged[column] }} and events._cdc_op in ('I', 'U') then coalesce(
+                    events._cdc_fill_previous_{{ i }},
+                    if(events._cdc_op = 'I', departed._cdc_fill_departed_{{ i }}, null),
+                    {#- 3 -#}
+                    if(events._cdc_fill_segment = 0 and events._cdc_fill_stored, events._cdc_fill_stored_{{ i }}, null),
+                    {%- if not last %}
+                    named_struct('v', events.{{ cdc_quote(column) }})
+                    {%- else %}
+                    raise_error(concat(
+                        {{ cdc_sql_string(table ~ ': the change of key (') }},
+                        {% for key in keys %}{{ cdc_sql_string(key ~ '=') }}, coalesce(cast(events.{{ cdc_quote(key) }} as string), 'null'),{{ " ', '," if not loop.last }} {% endfor %}
+                        {{ cdc_sql_string(') in raw file ') }}, events._cdc_source_file,
+                        {{ cdc_sql_string(' leaves column ' ~ column ~ ' as the placeholder for a value the source did not send (meta.cdc_unchanged_value), and its value is known neither from an earlier change of the key in this batch, nor from the old key of a key change, nor from the table: nothing was written. Give the table REPLICA IDENTITY FULL at the source, or rebuild the model from every file (--full-refresh) if the files hold the row\'s earlier value (macros/cdc/unchanged.sql)') }}
+                    )) {#- typed by coalesce's other arms -#}
+                    {%- endif %}
+                ).v
+                else events.{{ cdc_quote(column) }}
+            end as {{ cdc_quote(column) }},
+            {%- else %}
+            events.{{ cdc_quote(column) }},
+            {%- endif %}
+            {%- endfor %}
+            events._cdc_fill_segment,
+            events._cdc_fill_stored
+            {%- for column in filled %},
+            events._cdc_fill_stored_{{ loop.index }}
+            {%- endfor %}
+        from events
+        left join departed
+            on departed._cdc_ts = events._cdc_ts and departed._cdc_seq = events._cdc_seq and events._cdc_op = 'I'
+{% endmacro %}
+
+
+{% macro cdc_fill_column_list(columns) -%}
+    {%- set quoted = [] -%}
+    {%- for column in columns -%}
+        {%- do quoted.append(cdc_quote(column)) -%}
+    {%- endfor -%}
+    {{ return(quoted | join(', ')) }}
+{%- endmacro %}
 
 
 {% macro cdc_unchanged_update_value(column, value, unchanged) -%}

@@ -8,13 +8,14 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
+from pathlib import PurePosixPath
 
 import psycopg
 
 from python_hooks.live.compare import SnapshotComparison, TableComparison, compare_snapshot, compare_table
-from python_hooks.live.config import SCHEMA, TABLES, LiveConfig
+from python_hooks.live.config import LiveConfig
 from python_hooks.project.session import Session, SessionError
-from python_hooks.project.tables import cdc_tables
+from python_hooks.project.tables import CdcTable, cdc_tables
 
 log = logging.getLogger("python_hooks.live")
 
@@ -31,14 +32,17 @@ def compare_live(config: LiveConfig, dbt_args: Sequence[str], session: Session |
     except SessionError as error:
         raise SystemExit(str(error)) from error
     try:
-        models = {t.table_name: t for t in cdc_tables(session.manifest) if t.source_name == SCHEMA}
+        models = live_models(config, session.manifest)
         results = []
-        with psycopg.connect(config.conninfo()) as connection:
-            for table in TABLES:
-                model = models.get(table.name)
+        with psycopg.connect(config.conninfo(), **config.connect_kwargs()) as connection:
+            for table in config.tables:
+                model = models.get(table.topic)
                 if model is None:
                     missing = TableComparison(table.name, "?")
-                    missing.differences.append(f"no current-state model reads source {SCHEMA}.{table.name}")
+                    missing.differences.append(
+                        f"no current-state model reads topic {table.topic} ({config.topic_dir(table.topic)}):"
+                        f" `add-source debezium {table.topic} --key {','.join(table.key)}`"
+                    )
                     results.append(missing)
                     continue
                 results.append(compare_table(connection, session.warehouse, table, model.schema, model.identifier))
@@ -48,10 +52,21 @@ def compare_live(config: LiveConfig, dbt_args: Sequence[str], session: Session |
             session.close()
 
 
-def compare_live_snapshots(session: Session) -> list[SnapshotComparison]:
+def live_models(config: LiveConfig, manifest) -> dict[str, CdcTable]:
+    """topic -> the current-state model whose source reads that topic's landing folder."""
+    topics = {table.topic for table in config.tables}
+    found = {}
+    for model in cdc_tables(manifest):
+        topic = PurePosixPath(model.folder.path.rstrip("/")).name
+        if model.producer.startswith("debezium") and topic in topics:
+            found[topic] = model
+    return found
+
+
+def compare_live_snapshots(session: Session, config: LiveConfig) -> list[SnapshotComparison]:
     """One comparison per dbt snapshot built on a live current-state table (through models between
     them, e.g. `shop_customer_snapshot` over `int_shop__customer_versions` over `shop__customer`)."""
-    models = {t.model: t for t in cdc_tables(session.manifest) if t.source_name == SCHEMA}
+    models = {t.model: t for t in live_models(config, session.manifest).values()}
     results = []
     for node in session.manifest.nodes.values():
         if node.resource_type != "snapshot":
@@ -95,7 +110,7 @@ def run_compare(config: LiveConfig, dbt_args: Sequence[str]) -> bool:
     except SessionError as error:
         raise SystemExit(str(error)) from error
     with session:
-        results = [*compare_live(config, dbt_args, session=session), *compare_live_snapshots(session)]
+        results = [*compare_live(config, dbt_args, session=session), *compare_live_snapshots(session, config)]
     for result in results:
         (log.info if result.equal else log.error)("live compare: %s", result.line())
     return all(result.equal for result in results)

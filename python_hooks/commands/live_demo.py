@@ -20,11 +20,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from python_hooks.commands.live_compare import LIVE_MODELS, compare_live, compare_live_snapshots
+from python_hooks.commands.live_compare import LIVE_MODELS, compare_live, compare_live_snapshots, live_models
 from python_hooks.live import capture, latency, source, workload
-from python_hooks.live.config import SCHEMA, TABLES, LiveConfig
+from python_hooks.live.config import LiveConfig
 from python_hooks.project.session import Session
-from python_hooks.project.tables import cdc_tables
 
 log = logging.getLogger("python_hooks.live")
 
@@ -39,13 +38,15 @@ def _pipeline(*args: str) -> list[str]:
 def run_demo(config: LiveConfig, every: float, minutes: float, dbt_args: Sequence[str], seed: int = 28) -> bool:
     if source.running(config) or capture.running_pid(config) is not None:
         raise SystemExit(f"live demo: the live source in {config.folder} runs already: `make live-down` first")
+    if not config.demo:
+        raise SystemExit("live demo: runs on the demo's tables only; unset CDC_LIVE_CONFIG")
     os.environ[LIVE_MODELS] = "1"
-    for part in (config.capture_dir, config.folder / "postgres", *(config.topic_dir(t.topic) for t in TABLES)):
+    for part in (config.capture_dir, config.folder / "postgres", *(config.topic_dir(t.topic) for t in config.tables)):
         shutil.rmtree(part, ignore_errors=True)
     loop = None
     signal.signal(signal.SIGTERM, _stop)  # so that `finally` stops what was started
     try:
-        source.up(config)
+        source.up(config, demo_schema=True)
         workload.run(config, seed, 0, only_seed=True)
         capture.start(config)
         capture.drain(config, 120)
@@ -65,10 +66,10 @@ def run_demo(config: LiveConfig, every: float, minutes: float, dbt_args: Sequenc
         if subprocess.run(_pipeline(*LIVE_ONLY, *dbt_args)).returncode != 0:
             log.error("live demo: the last run failed")
         with Session.start(dbt_args) as session:
-            results = [*compare_live(config, dbt_args, session=session), *compare_live_snapshots(session)]
+            results = [*compare_live(config, dbt_args, session=session), *compare_live_snapshots(session, config)]
             for result in results:
                 (log.info if result.equal else log.error)("live compare: %s", result.line())
-            models = {t.model: Path(t.folder.path) for t in cdc_tables(session.manifest) if t.source_name == SCHEMA}
+            models = {t.model: Path(t.folder.path) for t in live_models(config, session.manifest).values()}
             applied = latency.applied_times(session.warehouse, session.warehouse.meta_schema, models)
         for line in latency.summary(latency.events(models, applied)):
             log.info("%s", line)

@@ -26,6 +26,7 @@ from python_hooks.project.sql import quoted_relation, relation_parts, sql_string
 from python_hooks.project.storage import StorageError
 from python_hooks.project.tables import cdc_tables
 from python_hooks.project.warehouse import Warehouse
+from python_hooks.sources.add_source import TRUNCATES_NOT_SEEN
 
 log = logging.getLogger("python_hooks.status")
 
@@ -44,6 +45,12 @@ class TableStatus:
     schema_change: tuple | None  # (column, action, new type, applied_at)
     warn_after: float | None
     error_after: float | None
+    producer: str = ""  # python_hooks/project/producers.py: dms, debezium_flattened, debezium_envelope
+
+    @property
+    def truncates_seen(self) -> bool:
+        """False for a flattened Debezium topic: ExtractNewRecordState drops truncate events."""
+        return self.producer != "debezium_flattened"
 
     @property
     def state(self) -> str:
@@ -182,6 +189,7 @@ def collect(warehouse: Warehouse, manifest, now: dt.datetime | None = None) -> l
                 schema_change=changes.get(table.identifier.lower()),
                 warn_after=warn_after,
                 error_after=error_after,
+                producer=table.producer,
             )
         )
     return statuses
@@ -220,6 +228,8 @@ def render(statuses: Sequence[TableStatus]) -> list[str]:
             else "no freshness threshold"
         )
         lines.append(f"  files waiting {waiting}, files refused {refused}, last schema change: {change}; {thresholds}")
+        if not s.truncates_seen:
+            lines.append(f"  {TRUNCATES_NOT_SEEN}")
     problems = [s for s in statuses if s.state in ("refused", "error")]
     for s in problems:
         if s.state == "refused":

@@ -36,6 +36,7 @@ import functools
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -43,7 +44,6 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Mapping
 from pathlib import Path
 
 import jpype
@@ -51,26 +51,12 @@ from pydbzengine import DebeziumEngine
 from pydbzengine.engine.jvm import ensure_jvm_started
 
 from python_hooks.live import source
-from python_hooks.live.config import (
-    DATABASE,
-    MARKER_PREFIX,
-    PUBLICATION,
-    SCHEMA,
-    SLOT,
-    TABLES,
-    TOPIC_PREFIX,
-    USER,
-    LiveConfig,
-)
+from python_hooks.live.config import MARKER_PREFIX, LiveConfig
 from python_hooks.live.sink import ParquetSink
-from python_hooks.project import postgres
-from python_hooks.project.postgres import HOST
 from python_hooks.project.warehouse import write_state
 
 log = logging.getLogger(__name__)
 
-HEARTBEAT_TOPIC = f"__debezium-heartbeat.{TOPIC_PREFIX}"
-MESSAGE_TOPIC = f"{TOPIC_PREFIX}.message"
 LOG4J = Path(__file__).with_name("log4j2.properties")
 # A JVM beside Spark on a 2-core laptop: small. -Xrs leaves SIGTERM and SIGINT to Python.
 JVM_OPTIONS = ["-Xms64m", "-Xmx384m", "-Xrs"]
@@ -80,25 +66,27 @@ START_SECONDS = 120
 MARKERS_KEPT = 20
 
 
-def engine_properties(config: LiveConfig, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+def engine_properties(config: LiveConfig) -> dict[str, str]:
     """The Debezium engine's configuration: the connector, its offsets, the transforms."""
-    flattened = [table.topic for table in TABLES if table.shape == "flattened"]
+    flattened = [table.topic for table in config.tables if table.shape == "flattened"]
     properties = {
         "name": "cdc-live",
         "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
         "offset.storage": "org.apache.kafka.connect.storage.FileOffsetBackingStore",
         "offset.storage.file.filename": str(config.offsets_file),
         "offset.flush.interval.ms": "0",
-        "database.hostname": HOST,
+        "database.hostname": config.pg_host,
         "database.port": str(config.pg_port),
-        "database.user": USER,
-        "database.dbname": DATABASE,
-        "topic.prefix": TOPIC_PREFIX,
+        "database.user": config.user,
+        "database.dbname": config.database,
+        "topic.prefix": config.topic_prefix,
         "plugin.name": "pgoutput",
-        "slot.name": SLOT,
-        "publication.name": PUBLICATION,
+        "slot.name": config.slot,
+        "publication.name": config.publication,
         "publication.autocreate.mode": "filtered",
-        "table.include.list": ",".join(f"{SCHEMA}.{table.name}" for table in TABLES),
+        # a list of regular expressions, each matched against the whole schema.table
+        "table.include.list": ",".join(re.escape(table.qualified) for table in config.tables),
+        "unavailable.value.placeholder": config.placeholder,
         "snapshot.mode": "initial",
         # Debezium skips truncates unless told otherwise; the pipeline knows what to do with them.
         "skipped.operations": "none",
@@ -116,10 +104,11 @@ def engine_properties(config: LiveConfig, environ: Mapping[str, str] = os.enviro
         "transforms.unwrap.predicate": "flattened",
         "predicates": "flattened",
         "predicates.flattened.type": "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
-        "predicates.flattened.pattern": "|".join(topic.replace(".", r"\.") for topic in flattened),
+        # no flattened topic: a pattern no topic name matches
+        "predicates.flattened.pattern": "|".join(re.escape(topic) for topic in flattened) or "(?!)",
     }
-    if environ.get("CDC_LIVE_PG_PASSWORD"):
-        properties["database.password"] = environ["CDC_LIVE_PG_PASSWORD"]
+    if config.password:
+        properties["database.password"] = config.password
     return properties
 
 
@@ -180,7 +169,7 @@ class Capture:
         self.config = config
         self.sink = ParquetSink(
             config.topics_root,
-            {table.topic: table.partitions for table in TABLES},
+            {table.topic: table.partitions for table in config.tables},
             config.flush_size,
             config.rotate_ms,
         )
@@ -204,9 +193,9 @@ class Capture:
             value = None if value is None else str(value)
             landing = self.sink.put(topic, None if key is None else str(key), value)
             token = None
-            if topic == HEARTBEAT_TOPIC:
+            if topic == self.config.heartbeat_topic:
                 self.phase = "streaming"
-            elif topic == MESSAGE_TOPIC and value is not None:
+            elif topic == self.config.message_topic and value is not None:
                 token = marker_token(value)
                 if token:
                     self.sink.flush_all()  # everything before the marker lands now
@@ -351,13 +340,22 @@ def _detail_log(config: LiveConfig) -> None:
     logging.getLogger("python_hooks").addHandler(handler)
 
 
+def _where(config: LiveConfig) -> str:
+    where = f"{config.pg_host}:{config.pg_port}/{config.database}"
+    return where + (" (CDC_LIVE_CONFIG)" if config.external else f"  {config.postgres.pgdata}")
+
+
+def _start_it(config: LiveConfig) -> str:
+    return "start that server, or check CDC_LIVE_CONFIG's connection" if config.external else "`live pg-up` first"
+
+
 def run(config: LiveConfig) -> int:
     """Capture until SIGTERM or Ctrl-C; 0 after a clean stop, 1 when the engine stopped by itself."""
     other = running_pid(config)
     if other and other != os.getpid():
         raise SystemExit(f"a live capture already runs for {config.folder} (pid {other}): `live capture-stop` first")
     if not source.running(config):
-        raise SystemExit(f"the live source does not run ({config.postgres.pgdata}): `live pg-up` first")
+        raise SystemExit(f"the live source does not answer ({_where(config)}): {_start_it(config)}")
     for folder in (config.capture_dir, config.log_file("capture").parent):
         folder.mkdir(parents=True, exist_ok=True)
     config.pid_file.write_text(f"{os.getpid()}\n")
@@ -370,10 +368,10 @@ def run(config: LiveConfig) -> int:
     resumed = "resuming from " + str(config.offsets_file) if config.offsets_file.exists() else "initial snapshot first"
     log.info(
         "capture: Debezium's PostgreSQL connector on %s:%d/%s (slot %s), %s; files in %s (flush.size %d, rotate %d ms)",
-        HOST,
+        config.pg_host,
         config.pg_port,
-        DATABASE,
-        SLOT,
+        config.database,
+        config.slot,
         resumed,
         config.topics_root,
         config.flush_size,
@@ -419,7 +417,7 @@ def start(config: LiveConfig) -> int:
         log.info("capture: already running (pid %d); log %s", pid, config.log_file("capture"))
         return pid
     if not source.running(config):
-        raise SystemExit(f"the live source does not run ({config.postgres.pgdata}): `live pg-up` first")
+        raise SystemExit(f"the live source does not answer ({_where(config)}): {_start_it(config)}")
     config.log_file("capture").parent.mkdir(parents=True, exist_ok=True)
     config.state_file.unlink(missing_ok=True)
     with config.log_file("capture").open("ab") as out:
@@ -473,9 +471,7 @@ def drain(config: LiveConfig, seconds: float) -> float:
         raise SystemExit(f"no live capture runs for {config.folder}: `live capture --detach` first")
     started = time.monotonic()
     token = uuid.uuid4().hex
-    postgres.psql(
-        config.postgres, f"select pg_logical_emit_message(true, '{MARKER_PREFIX}', '{token}')", database=DATABASE
-    )
+    source.query(config, f"select pg_logical_emit_message(true, '{MARKER_PREFIX}', '{token}')")
     while time.monotonic() - started < seconds:
         if token in read_state(config).get("markers_landed", []):
             return time.monotonic() - started
@@ -490,9 +486,15 @@ def drain(config: LiveConfig, seconds: float) -> float:
 def status(config: LiveConfig) -> bool:
     """One line per part; True when the source and a capture run."""
     pg = source.running(config)
-    print(f"source    {'running' if pg else 'stopped':<8} {HOST}:{config.pg_port}/{DATABASE}  {config.postgres.pgdata}")
+    print(f"source    {'running' if pg else 'stopped':<8} {_where(config)}")
     if pg:
-        print(f"slot      {source.slot_lag(config) or f'none yet (the first capture makes {SLOT})'}")
+        print(f"slot      {source.slot_lag(config) or f'none yet (the first capture makes {config.slot})'}")
+    for table in config.tables:
+        seen = "truncates not seen" if table.shape == "flattened" else "truncates applied"
+        print(
+            f"table     {table.qualified} key ({', '.join(table.key)}), {table.shape} ({seen}),"
+            f" {table.partitions} partition(s): {config.topic_dir(table.topic)}"
+        )
     pid = running_pid(config)
     state = read_state(config)
     print(f"capture   {f'running (pid {pid})' if pid else 'stopped':<8} {state.get('phase', '-')}")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from python_hooks.live.config import SCHEMA, LiveTable
+from python_hooks.live.config import LiveTable
 from python_hooks.project.sql import quote_ident, quoted_relation
 
 # A prefix on every value a Spark query returns: dbt's agate table would otherwise read '007' as a
@@ -188,11 +188,11 @@ def compare_snapshot(
     return result
 
 
-def source_columns(connection: psycopg.Connection, table: str) -> list[SourceColumn]:
+def source_columns(connection: psycopg.Connection, schema: str, table: str) -> list[SourceColumn]:
     rows = connection.execute(
         "select column_name, data_type, udt_name, numeric_precision, numeric_scale"
         " from information_schema.columns where table_schema = %s and table_name = %s order by ordinal_position",
-        (SCHEMA, table),
+        (schema, table),
     ).fetchall()
     return [SourceColumn(*row) for row in rows]
 
@@ -207,7 +207,7 @@ def compare_table(
     """`table` in PostgreSQL against the current-state table `schema`.`identifier`."""
     relation = f"{schema}.{identifier}"
     result = TableComparison(table.name, relation)
-    columns = source_columns(connection, table.name)
+    columns = source_columns(connection, table.schema, table.name)
     lake_types = {name.lower(): spark_type for name, spark_type in warehouse.columns(schema, identifier) or []}
     if not lake_types:
         result.differences.append(f"{relation} does not exist")
@@ -231,7 +231,9 @@ def compare_table(
     key_index = [next(i for i, c in enumerate(compared) if c.name == k) for k in table.key]
 
     source = connection.execute(
-        "select " + ", ".join(postgres_text(c) for c in compared) + f" from {SCHEMA}.{quote_pg(table.name)}"
+        "select "
+        + ", ".join(postgres_text(c) for c in compared)
+        + f" from {quote_pg(table.schema)}.{quote_pg(table.name)}"
     ).fetchall()
     lake = [
         tuple(None if value is None else str(value)[len(_TEXT) :] for value in row)

@@ -341,6 +341,8 @@ def _random_changes(work: Workload) -> None:
 
 def run(config: LiveConfig, seed: int, rounds: int, only_seed: bool, pause: float = 0.0) -> Counter[str]:
     """Seed empty tables, then (unless `only_seed`) one workload run; says what it did and where."""
+    if not config.demo:
+        raise SystemExit("live workload: changes the demo's `shop` tables only; unset CDC_LIVE_CONFIG")
     started = time.monotonic()
     rng = random.Random(seed)
     with psycopg.connect(config.conninfo()) as connection:

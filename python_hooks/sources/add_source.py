@@ -375,6 +375,32 @@ def add_source(
     return result
 
 
+TRUNCATES_NOT_SEEN = (
+    "truncates not seen: ExtractNewRecordState drops Debezium's truncate events, so after a TRUNCATE at the"
+    " source this table keeps rows the source no longer has; for a table that is ever truncated write its"
+    " topic with the full envelope (no ExtractNewRecordState on it), which carries them, and add it again"
+)
+
+
+def producer_lines(raw: RawTable) -> list[str]:
+    """What add-source inferred about a Debezium producer and why, and what a flattened topic cannot see."""
+    if raw.producer != "debezium" or raw.connector is None:
+        return []
+    inference = raw.connector
+    if inference.connector is None:
+        lines = [
+            f"connector: not recognised ({inference.reason}); if it is PostgreSQL's with TOASTed columns under"
+            " REPLICA IDENTITY DEFAULT (or Oracle's with LOBs), add `cdc_unchanged_value: __debezium_unavailable_value`"
+            " to the table's meta"
+        ]
+    else:
+        wrote = "wrote " if inference.connector.unchanged_value else ""
+        lines = [f"connector: {inference.connector.label} ({inference.reason}); {wrote}{inference.connector.setting}"]
+    if raw.shape == "flattened":
+        lines.append(TRUNCATES_NOT_SEEN)
+    return lines
+
+
 def summary(plan_: Plan, project_dir: Path, landing_root: str, target: str, default_project: Path) -> list[str]:
     """What the command prints: what it read, what it wrote, what to run next."""
     request, raw = plan_.request, plan_.raw
@@ -387,6 +413,7 @@ def summary(plan_: Plan, project_dir: Path, landing_root: str, target: str, defa
         + ", ".join(f"{c.staging_name} {c.data_type or '(only nulls so far)'}" for c in raw.columns)
         + f"; key: {', '.join(plan_.keys)}",
     ]
+    lines += producer_lines(raw)
     for write in plan_.writes:
         verb = "created " if write.action == "create" else "appended"
         lines.append(f"{verb} {write.path.relative_to(project_dir)}")

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from python_hooks.project.storage import Location, StoredFile
+from python_hooks.sources.connector import Inference
 
 PRODUCERS = ("dms", "debezium")
 PLAIN_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -45,6 +46,8 @@ class RawTable:
     folder: Location  # on this machine or on S3 (python_hooks/project/storage.py)
     files: tuple[StoredFile, ...]
     columns: tuple[Column, ...]  # business columns only, in file order
+    # debezium: the connector its footers name (python_hooks/sources/connector.py) and why
+    connector: Inference | None = None
 
 
 @dataclass(frozen=True)

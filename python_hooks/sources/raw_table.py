@@ -15,6 +15,7 @@ from python_hooks.evolution.types import UnsupportedTypeError, spark_type
 from python_hooks.landing.files import raw_files
 from python_hooks.project.producers import DEBEZIUM_DECODED_TYPES, DMS_METADATA_COLUMNS
 from python_hooks.project.storage import Location, StorageError, StoredFile
+from python_hooks.sources.connector import infer_connector
 from python_hooks.sources.model import AddSourceError, Column, RawTable
 
 
@@ -160,4 +161,5 @@ def read_raw_table(
             raise AddSourceError(f"column {f.name!r} of {folder}: {error}") from None
         named = decoded.get(f.name.lower())
         columns.append(Column(f.name, DEBEZIUM_DECODED_TYPES[named] if named else data_type, named))
-    return RawTable(producer, shape, folder, tuple(files), tuple(columns))
+    connector = infer_connector([schema for _, schema in footers], shape) if producer == "debezium" else None
+    return RawTable(producer, shape, folder, tuple(files), tuple(columns), connector)

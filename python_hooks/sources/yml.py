@@ -131,10 +131,16 @@ def table_entry(request: Request, raw: RawTable, keys: Sequence[str], shape: str
         f"identifier: {yaml_str(identifier)}",
     ]
     named = {column.name: column.debezium_type for column in raw.columns if column.debezium_type}
-    if shape or named:
+    connector = raw.connector.connector if raw.connector else None
+    unchanged = connector.unchanged_value if connector else None
+    if shape or named or unchanged:
         lines.append("meta:")
         if shape:
             lines.append(f"  debezium_shape: {shape}")
+        if unchanged:
+            lines.append(f"  # {connector.label}: a value it did not send arrives as this placeholder; the row")
+            lines.append("  # keeps the value it had (macros/cdc/unchanged.sql)")
+            lines.append(f"  cdc_unchanged_value: {yaml_str(unchanged)}")
         if named:
             lines.append("  # Debezium's named types, decoded by staging (macros/cdc/staging_debezium.sql)")
             pairs = ", ".join(f"{yaml_str(name)}: {value}" for name, value in named.items())

@@ -191,12 +191,11 @@ def live() -> Iterator[Live]:
     marker.parent.mkdir(exist_ok=True)
     marker.write_text(str(root))
     try:
-        live.cli("pg-up")
+        live.cli("pg-up", "--demo-schema")
         yield live
     finally:
         live.kill_captures()
-        subprocess.run(
-            [sys.executable, "-m", "python_hooks", "live", "pg-down"], env=live.environ, cwd=PROJECT, timeout=120
-        )
+        private = {name: value for name, value in live.environ.items() if name != "CDC_LIVE_CONFIG"}
+        subprocess.run([sys.executable, "-m", "python_hooks", "live", "pg-down"], env=private, cwd=PROJECT, timeout=120)
         marker.unlink(missing_ok=True)
         shutil.rmtree(root, ignore_errors=True)

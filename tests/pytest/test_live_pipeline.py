@@ -61,7 +61,7 @@ def _compare(dbt, live: Live, schema: str) -> tuple[list, list]:
     """`live compare`'s results: the tables', the snapshots'."""
     common = [*dbt._common(live.config.landing_root, schema), "--target", "local"]
     with Session.start(common, runner=dbt._runner) as session:
-        return compare_live(live.config, common, session=session), compare_live_snapshots(session)
+        return compare_live(live.config, common, session=session), compare_live_snapshots(session, live.config)
 
 
 def _plain(value):

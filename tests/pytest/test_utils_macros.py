@@ -86,3 +86,19 @@ def test_generic_test_refuses_bad_arguments(dbt, spark, tmp_path, capsys, call, 
     result = dbt("compile", "--inline", "{{ " + call + " }}", landing=tmp_path, schema="utils_macros")
     assert not result.success
     assert message in capsys.readouterr().out
+
+
+def test_dbt_show_of_extreme_timestamps(dbt, spark, schema, tmp_path):
+    """`dbt show` of 0001-01-01 and 9999-12-31 (issue 41): pyspark's collect cannot make a Python datetime
+    of the first day of year 1 ('year 0 is out of range'), so the project's get_show_sql (macros/spark/
+    show.sql) shows timestamp columns as their text; other columns as they are."""
+    query = (
+        "select timestamp'0001-01-01 00:00:00' as earliest, timestamp'9999-12-31 23:59:59.999999' as latest,"
+        " 'text' as label"
+    )
+    result = dbt("show", "--inline", query, landing=tmp_path, schema=schema)
+    assert result.success, result.exception
+    (shown,) = result.result.results
+    assert [[str(value) for value in row] for row in shown.agate_table.rows] == [
+        ["0001-01-01 00:00:00", "9999-12-31 23:59:59.999999", "text"]
+    ]

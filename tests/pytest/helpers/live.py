@@ -75,7 +75,7 @@ class Live:
 
     def source_rows(self, table) -> dict[tuple, dict]:
         with psycopg.connect(self.config.conninfo(), row_factory=dict_row) as connection:
-            rows = connection.execute(f"select * from shop.{table.name}").fetchall()
+            rows = connection.execute(f'select * from "{table.schema}"."{table.name}"').fetchall()
         return {tuple(row[column] for column in table.key): row for row in rows}
 
     def topic_dir(self, table) -> Path:

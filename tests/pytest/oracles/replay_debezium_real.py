@@ -13,8 +13,10 @@ decodes no Debezium type).
   whose (LSN, key) was applied already is a re-delivery and is skipped.
 - r, c and u upsert the after-image; d removes the key (its before-image, under REPLICA IDENTITY
   DEFAULT, holds only the key and filler values); t (envelope only) removes every row.
-- A value `__debezium_unavailable_value` is a TOASTed value the change did not touch (REPLICA IDENTITY
-  DEFAULT): the row keeps the value it had.
+- A value `__debezium_unavailable_value` (its bytes for bytea, a one-element list for an array) is a
+  TOASTed value the change did not touch (REPLICA IDENTITY DEFAULT): the row keeps the value it had. A
+  primary key change is a delete of the old key and a create of the new key at one LSN (perhaps in two
+  partitions): the create's untouched values are the old key's. Within an LSN the delete applies first.
 - A column a file does not have (added at the source later) is null.
 - Values are decoded by the Kafka Connect schema kept in each file's footer: io.debezium.time.Date
   (days) -> date, MicroTimestamp (micros) -> naive datetime, ZonedTimestamp (ISO-8601 text) -> aware
@@ -43,9 +45,14 @@ NAMED: dict[str, Callable[[object], object]] = {
 }
 
 
+def unavailable(value: object) -> bool:
+    """The placeholder, in a text, bytea or array column."""
+    return value in (UNAVAILABLE, UNAVAILABLE.encode()) or value == [UNAVAILABLE]
+
+
 def decode(schema: Mapping, value: object) -> object:
     """A Parquet value as the Python value of its source column (the field's Kafka Connect schema)."""
-    if value is None or value == UNAVAILABLE:
+    if value is None or unavailable(value):
         return value
     if schema.get("name") in NAMED:
         return NAMED[schema["name"]](value)
@@ -85,12 +92,13 @@ def replay(topic_dir: Path, shape: str, key: Sequence[str]) -> tuple[dict[tuple,
     ordered = []
     for event in read_events(topic_dir):
         op, lsn, image = _normalized(event["record"], shape)
-        ordered.append((lsn, event["partition"], event["offset"], op, image, event))
-    ordered.sort(key=lambda item: item[:3])
+        ordered.append((lsn, op != "d", event["partition"], event["offset"], op, image, event))
+    ordered.sort(key=lambda item: item[:4])
     state: dict[tuple, dict] = {}
     applied: set[tuple] = set()
+    removed: dict[int, dict] = {}  # LSN -> the row its delete removed (a key change's old row)
     redelivered = 0
-    for lsn, _, _, op, image, event in ordered:
+    for lsn, _, _, _, op, image, event in ordered:
         k = None if image is None else tuple(image[c] for c in key)
         if (lsn, k) in applied:
             redelivered += 1
@@ -99,10 +107,11 @@ def replay(topic_dir: Path, shape: str, key: Sequence[str]) -> tuple[dict[tuple,
         if op == "t":
             state.clear()
         elif op == "d":
-            state.pop(k, None)
+            if k in state:
+                removed[lsn] = state.pop(k)
         elif op in ("r", "c", "u"):
-            before = state.get(k, {})
-            state[k] = {name: before.get(name) if value == UNAVAILABLE else value for name, value in image.items()}
+            before = state.get(k) or (removed.get(lsn, {}) if op == "c" else {})
+            state[k] = {name: before.get(name) if unavailable(value) else value for name, value in image.items()}
         else:
             raise ValueError(f"unknown op {op!r} in {event['file']} offset {event['offset']}")
     return state, redelivered

@@ -438,6 +438,95 @@ def test_debezium_named_types_and_a_table_of_the_other_shape_in_one_source(proje
     assert tables["person"]["meta"] == {"debezium_types": {"born": "io.debezium.time.Date"}}
     assert tables["line"]["meta"] == {
         "debezium_shape": "envelope",
+        "cdc_unchanged_value": "__debezium_unavailable_value",  # its source struct has `lsn`: PostgreSQL's
         "debezium_types": {"at": "io.debezium.time.MicroTimestamp"},
     }
     assert [(c["name"], c["data_type"]) for c in tables["line"]["columns"]] == [("line", "bigint"), ("at", "timestamp")]
+
+
+def _connect_source(connector: str, fields: list[str]) -> dict:
+    return {
+        "type": "struct",
+        "name": f"io.debezium.connector.{connector}.Source",
+        "field": "source",
+        "fields": [{"type": "string", "field": name} for name in fields],
+    }
+
+
+@pytest.mark.parametrize(
+    ("shape", "columns", "connect", "connector", "unchanged", "why"),
+    [
+        # the envelope's source schema, by name (the live capture's Connect schema)
+        (
+            "envelope",
+            {"lsn": pa.int64()},
+            [_connect_source("postgresql", ["lsn"])],
+            "postgresql",
+            "__debezium_unavailable_value",
+            "names the source io.debezium.connector.postgresql.Source",
+        ),
+        # the same from the Confluent sink's Avro schema (connect.name)
+        (
+            "envelope",
+            {"scn": pa.string()},
+            [{"name": "source", "type": {"type": "record", "connect.name": "io.debezium.connector.oracle.Source"}}],
+            "oracle",
+            "__debezium_unavailable_value",
+            "names the source io.debezium.connector.oracle.Source",
+        ),
+        # no schema in the footer: the source struct's fields
+        ("envelope", {"file": pa.string(), "pos": pa.int64()}, None, "mysql", None, "source struct has file, pos"),
+        ("envelope", {"change_lsn": pa.string()}, None, "sqlserver", None, "source struct has change_lsn"),
+        # flattened: the __source_ fields add.fields copied
+        ("flattened", {"__source_lsn": pa.int64()}, None, "postgresql", "__debezium_unavailable_value", "__source_lsn"),
+        ("flattened", {"__source_scn": pa.string()}, None, "oracle", "__debezium_unavailable_value", "__source_scn"),
+        # a type only PostgreSQL's connector writes
+        (
+            "flattened",
+            {},
+            [{"type": "string", "name": "io.debezium.data.Uuid", "field": "id"}],
+            "postgresql",
+            "__debezium_unavailable_value",
+            "io.debezium.data.Uuid",
+        ),
+        # nothing tells
+        ("flattened", {}, None, None, None, "name no Debezium connector"),
+    ],
+)
+def test_add_source_knows_its_producer(project, tmp_path, shape, columns, connect, connector, unchanged, why):
+    """The connector from the footers: the placeholder setting written for PostgreSQL and Oracle, none for
+    MySQL and SQL Server; what was inferred and why printed; a flattened topic's truncates named unseen."""
+    topic = "srv.db.thing"
+    path = tmp_path / "landing" / "debezium" / "topics" / topic / "partition=0" / f"{topic}+0+0000000000.snappy.parquet"
+    if shape == "flattened":
+        data = {"id": pa.array(["a"]), "__op": ["c"], "__source_ts_ms": pa.array([1], pa.int64())}
+        data.update({name: pa.array([None], typ) for name, typ in columns.items()})
+        table = pa.table(data)
+    else:
+        image = pa.struct([("id", pa.string())])
+        source_type = pa.struct([("ts_ms", pa.int64()), *columns.items()])
+        table = pa.table(
+            {
+                "before": pa.array([None], image),
+                "after": pa.array([{"id": "a"}], image),
+                "op": ["c"],
+                "source": pa.array([{"ts_ms": 1}], source_type),
+            }
+        )
+    path.parent.mkdir(parents=True)
+    metadata = {"kafka.connect.value.schema": json.dumps({"type": "struct", "fields": connect})} if connect else {}
+    if connect and "record" in json.dumps(connect):
+        metadata = {"parquet.avro.schema": json.dumps({"type": "record", "fields": connect})}
+    pq.write_table(table.replace_schema_metadata(metadata), path)
+
+    plan = run(project, tmp_path / "landing", "debezium", topic, key="id")
+    assert (plan.raw.connector.connector.name if plan.raw.connector.connector else None) == connector
+    (source,) = load(project / "models" / "staging" / "db" / "_db__sources.yml")["sources"]
+    assert (source["tables"][0].get("meta") or {}).get("cdc_unchanged_value") == unchanged
+    lines = add_source.summary(plan, project, str(tmp_path / "landing"), "local", PROJECT)
+    (said,) = [line for line in lines if line.startswith("connector: ")]
+    assert why in said
+    assert ("cdc_unchanged_value" in said) == (unchanged is not None or connector is None)
+    truncates = [line for line in lines if line.startswith("truncates not seen")]
+    assert len(truncates) == (shape == "flattened")
+    assert not truncates or "full envelope" in truncates[0]

@@ -6,6 +6,7 @@ after a kill."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import re
@@ -17,8 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from python_hooks.landing.files import is_raw_file, raw_files
-from python_hooks.live import capture
-from python_hooks.live.config import MARKER_PREFIX, TABLES, LiveConfig
+from python_hooks.live import capture, source
+from python_hooks.live.config import CONFIG_EXAMPLE, MARKER_PREFIX, TABLES, LiveConfig, config_from_env
 from python_hooks.live.sink import (
     CONNECT_SCHEMA_KEY,
     ParquetSink,
@@ -210,7 +211,7 @@ def test_a_killed_writer_leaves_only_a_hidden_file_and_offsets_continue(tmp_path
 
 def test_engine_settings_flatten_exactly_the_flattened_tables(tmp_path: Path):
     config = LiveConfig(folder=tmp_path, pg_port=15433, landing_root=tmp_path / "landing", flush_size=10, rotate_ms=10)
-    properties = capture.engine_properties(config, environ={"CDC_LIVE_PG_PASSWORD": "from-the-environment"})
+    properties = capture.engine_properties(dataclasses.replace(config, password="from-the-environment"))
     pattern = re.compile(properties["predicates.flattened.pattern"])
     assert {table.topic for table in TABLES if pattern.fullmatch(table.topic)} == {
         table.topic for table in TABLES if table.shape == "flattened"
@@ -219,7 +220,7 @@ def test_engine_settings_flatten_exactly_the_flattened_tables(tmp_path: Path):
     assert properties["offset.storage.file.filename"] == str(tmp_path / "capture" / "offsets.dat")
     assert properties["transforms.unwrap.add.fields"] == "op,source.ts_ms,source.lsn"
     assert properties["database.password"] == "from-the-environment"
-    assert "database.password" not in capture.engine_properties(config, environ={})
+    assert "database.password" not in capture.engine_properties(config)
 
 
 @pytest.mark.parametrize(
@@ -308,3 +309,60 @@ def test_the_offsets_copy_follows_every_rewrite(tmp_path: Path):
     os.utime(config.offsets_file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     live._backup_offsets()
     assert capture.backup_file(config).read_bytes() == b"offsets at lsn 2000"
+
+
+def test_a_config_file_points_the_capture_at_any_postgresql(tmp_path: Path):
+    """CDC_LIVE_CONFIG names the server, the tables (key, shape, partitions) and the placeholder; the engine,
+    the sink's topics and `pg-up`'s refusal follow it. The example in config.py is a valid file."""
+    example = tmp_path / "example.yml"
+    example.write_text(CONFIG_EXAMPLE)
+    environ = {
+        "CDC_LIVE_DIR": str(tmp_path),
+        "CDC_LANDING_ROOT": str(tmp_path / "landing"),
+        "CDC_LIVE_CONFIG": str(example),
+    }
+    config = config_from_env({**environ, "CDC_LIVE_PG_PASSWORD": "secret"})
+    assert config.external and not config.demo
+    assert [(t.topic, t.key, t.shape, t.partitions) for t in config.tables] == [
+        ("app.sales.orders", ("order_id",), "flattened", 2)
+    ]
+    properties = capture.engine_properties(config)
+    assert (properties["database.hostname"], properties["database.port"], properties["database.dbname"]) == (
+        "db.internal",
+        "5432",
+        "app",
+    )
+    assert (properties["database.user"], properties["database.password"]) == ("debezium", "secret")
+    assert properties["table.include.list"] == r"sales\.orders"
+    assert properties["unavailable.value.placeholder"] == "__debezium_unavailable_value"
+    assert re.fullmatch(properties["predicates.flattened.pattern"], "app.sales.orders")
+    assert "secret" not in repr(config)
+    with pytest.raises(SystemExit, match="a server of your own"):
+        source.up(config)
+
+    own = tmp_path / "own.yml"
+    own.write_text(
+        "connection: {database: inventory}\n"
+        "tables:\n"
+        "  - {name: stock.item, key: [warehouse, sku], shape: envelope}\n"
+        "  - {name: stock.note, key: id}\n"
+    )
+    config = config_from_env({**environ, "CDC_LIVE_CONFIG": str(own)})
+    assert not config.external and config.pg_host == "127.0.0.1" and config.database == "inventory"
+    assert [(t.topic, t.key, t.shape) for t in config.tables] == [
+        ("pglive.stock.item", ("warehouse", "sku"), "envelope"),
+        ("pglive.stock.note", ("id",), "flattened"),
+    ]
+    assert capture.engine_properties(config)["table.include.list"] == r"stock\.item,stock\.note"
+
+    for text, said in [
+        ("tables: []", "no `tables:` list"),
+        ("tables: [{name: item, key: [id]}]", "is not schema.table"),
+        ("tables: [{name: s.item}]", "no key columns"),
+        ("tables: [{name: s.item, key: [id], shape: wide}]", "neither flattened nor envelope"),
+        ('tables: [{name: "s.it\'em", key: [id]}]', "is not a name"),
+        ("tables: [{name: s.item, key: [id]}]\nslots: x", "unknown setting(s) slots"),
+    ]:
+        own.write_text(text)
+        with pytest.raises(SystemExit, match=re.escape(said)):
+            config_from_env({**environ, "CDC_LIVE_CONFIG": str(own)})

@@ -100,3 +100,13 @@ def test_render_names_counts_refusal_and_what_to_do_last():
     assert "files waiting 1, files refused 1" in text
     assert any(line.startswith("REFUSED salesdb__customer") and "7.parquet" in line for line in lines)
     assert lines[-2].startswith("What to do:") and lines[-1] == "2 table(s): 1 ok, 1 refused"
+
+
+def test_render_names_every_flattened_source_truncates_not_seen():
+    flat = _status("shop__customer", producer="debezium_flattened")
+    envelope = _status("shop__order_line", producer="debezium_envelope")
+    dms = _status("crm__customer_master", producer="dms")
+    lines = render([flat, envelope, dms])
+    unseen = [i for i, line in enumerate(lines) if line.strip().startswith("truncates not seen")]
+    owners = [next(lines[j] for j in range(i, -1, -1) if not lines[j].startswith("  ")) for i in unseen]
+    assert [owner.split(" ")[0] for owner in owners] == ["shop__customer"]
