@@ -1,6 +1,7 @@
 """Debezium Parquet (flattened and full envelope) -> staging -> current state, against the replay.
 
-The same `cdc_current_state` materialization as DMS; every table compared whole with oracles/replay_debezium.py after each stage."""
+The same `cdc_current_state` materialization as DMS; every table compared whole with oracles/replay_debezium.py
+after each stage."""
 
 from __future__ import annotations
 
