@@ -151,6 +151,7 @@ class LiveConfig:
             log_file=self.log_file("postgres"),
             pid_file=self.folder / "run" / "postgres.pid",
             port_variable="CDC_LIVE_PG_PORT",
+            folder_variable="CDC_LIVE_DIR",
             # Logical decoding for Debezium's pgoutput slot; small, as on a laptop beside Spark.
             settings={
                 "wal_level": "logical",
