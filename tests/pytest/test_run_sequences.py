@@ -63,13 +63,18 @@ def _order_file(path: Path) -> None:
     )
 
 
-def test_a_refused_files_columns_never_reach_the_table(dbt, spark, schema, tmp_path, caplog):
+def _built(dbt, spark, schema: str, tmp_path: Path) -> tuple[Path, str, object]:
+    """Stages 1 and 2 of the CRM tables applied: the landing folder, customer_address's relation and its state."""
     landing = tmp_path / "landing"
     for stage in (1, 2):
         dms.write_stage(landing, stage)
     assert dbt.pipeline(*CRM, landing=landing, schema=schema)
     relation = f"{schema}_current.crm__customer_address"
-    before = table_state(spark, schema, "crm__customer_address", relation)
+    return landing, relation, table_state(spark, schema, "crm__customer_address", relation)
+
+
+def test_a_refused_files_columns_never_reach_the_table(dbt, spark, schema, tmp_path, caplog):
+    landing, relation, before = _built(dbt, spark, schema, tmp_path)
     columns = [name for name, _ in before.columns]
 
     # 1. A file of another table lands in customer_address's folder: refused in one line, table unchanged.
@@ -115,12 +120,7 @@ def _unreadable_pages(good: bytes, name: str) -> bytes:
 def test_a_file_whose_pages_do_not_decode_is_refused_in_one_worded_line(dbt, spark, schema, tmp_path, caplog):
     """Refused before any statement reads it (the staging view's data tests would, first): one line naming the
     file and the table, in words; no Spark internals in the run's last lines; the table unchanged."""
-    landing = tmp_path / "landing"
-    for stage in (1, 2):
-        dms.write_stage(landing, stage)
-    assert dbt.pipeline(*CRM, landing=landing, schema=schema)
-    relation = f"{schema}_current.crm__customer_address"
-    before = table_state(spark, schema, "crm__customer_address", relation)
+    landing, relation, before = _built(dbt, spark, schema, tmp_path)
 
     dms.write_stage(landing, 3)
     bad = _folder(landing, "customer_address") / SAME_NAME
