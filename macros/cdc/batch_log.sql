@@ -36,10 +36,10 @@
 {% endmacro %}
 
 
-{% macro cdc_stash_outcome(target, outcome) %}
-    {#- Keeps what the merge counted, for the post-hook that writes the log row (cdc_log_batch) and
-        the ledger (each file's change events, `file_events`): a session view of literals, dropped
-        with the batch's other views. -#}
+{% macro cdc_stash_outcome(record, outcome) %}
+    {#- Keeps what the merge counted in the batch's record (cdc_stage_batch), for the log row
+        (cdc_log_batch) and the ledger (each file's change events, `file_events`): a relation of
+        literals, no view. -#}
     {%- set columns = [] -%}
     {%- for name, value in outcome.items() -%}
         {%- if name == 'newest_commit_at' -%}
@@ -57,7 +57,7 @@
             {%- do columns.append('cast(' ~ (value | int) ~ ' as bigint) as ' ~ name) -%}
         {%- endif -%}
     {%- endfor -%}
-    {%- do cdc_execute('create or replace temporary view ' ~ cdc_batch_view(target, 'outcome') ~ ' as select ' ~ (columns | join(', '))) -%}
+    {%- do record.update({'outcome': '(select ' ~ (columns | join(', ')) ~ ')'}) -%}
 {% endmacro %}
 
 
@@ -84,11 +84,10 @@
 {% endmacro %}
 
 
-{% macro cdc_log_batch(target, files_view, refused=none) %}
+{% macro cdc_log_batch(target, record, refused=none) %}
     {#- Inserts the batch's row into cdc_batch_log: counts from the stashed outcome, files and start
-        time from the batch's files view. `refused`: {'files': files refused, 'events': change events
+        time from the batch's files (both in the batch's `record`, cdc_stage_batch). `refused`: {'files': files refused, 'events': change events
         read, 'reason': the first line of the refusal}; the row then counts nothing as applied. -#}
-    {%- set outcome = cdc_batch_view(target, 'outcome') -%}
     {%- set counted = ['rows_inserted', 'rows_updated', 'rows_deleted', 'ignored_older', 'ignored_redelivered',
         'ignored_tombstoned', 'ignored_truncated', 'superseded', 'deletes_without_row', 'truncates'] -%}
     {%- set sql -%}
@@ -127,10 +126,10 @@
                 first(build_mode) as build_mode,
                 first(started_at) as started_at,
                 count(file_name) as files
-            from {{ files_view }}
+            from {{ record.files }} as batch_files
         ) as files
         {%- if not refused %}
-        cross join {{ outcome }} as outcome
+        cross join {{ record.outcome }} as outcome
         {%- endif %}
     {%- endset -%}
     {%- do cdc_execute(sql) -%}

@@ -94,7 +94,6 @@ from {{ events }}
     {%- do cdc_pause_point('before_batch') -%}
     {%- set mode = 'full' if full_build else 'incremental' -%}
     {%- set reader = cdc_staging_reader(staging_model) -%}
-    {%- set files_view = cdc_batch_view(target, 'batch_files') -%}
     {%- set events_view = cdc_batch_view(target, 'events') -%}
     {%- set rows = [] -%}
     {%- if full_build or reader is none -%}
@@ -137,11 +136,9 @@ from {{ events }}
     {%- endif -%}
     {#- When the batch started, for the batch log (a literal: the view is read later). -#}
     {%- set started_at = "cast('" ~ modules.datetime.datetime.utcnow().strftime('%Y-%m-%d %H:%M:%S.%f') ~ "' as timestamp)" -%}
-    {%- do cdc_execute(
-        'create or replace temporary view ' ~ files_view
-        ~ ' as select *, ' ~ started_at ~ ' as started_at from values ' ~ (rows | join(', '))
-        ~ ' as batch_files(file_name, change_events, build_mode)'
-    ) -%}
+    {#- The batch's files as a relation of literals (no view: nothing to create or drop). -#}
+    {%- set files_sql = '(select *, ' ~ started_at ~ ' as started_at from values ' ~ (rows | join(', '))
+        ~ ' as batch_files(file_name, change_events, build_mode))' -%}
     {%- if full_build or (files and reader is none) -%}
         {%- set business = cdc_column_names(events) -%}
     {%- elif files -%}
@@ -169,13 +166,15 @@ from {{ events }}
             ~ ' as select *, ' ~ cdc_row_hash(business) ~ ' as _cdc_row_hash from (' ~ batch_sql ~ ') as batch'
         ) -%}
     {%- endif -%}
-    {#- Nothing new: no events view (no raw file is read). `counted`: the files view holds each
-        file's change events (else the merge counts them: outcome.file_events). -#}
+    {#- Nothing new: no events view (no raw file is read). `counted`: the files relation holds each
+        file's change events (else the merge counts them: outcome.file_events). `record`: what the batch
+        log and the ledger read, as relations of literals: the files, and the merge's counts
+        (`outcome`, set by cdc_stash_outcome, batch_log.sql). -#}
     {{ return({
         'files': files,
         'events_view': events_view if files or full_build else none,
         'events_relation': events_view,
-        'files_view': files_view,
+        'record': {'files': files_sql, 'outcome': none, 'views': ['events'] if files or full_build else []},
         'columns': (business + ['_cdc_row_hash']) if files or full_build else [],
         'counted': full_build or reader is none,
         'unchanged': unchanged,
@@ -183,11 +182,12 @@ from {{ events }}
 {% endmacro %}
 
 
-{% macro cdc_drop_batch_views(target, leftovers_only=false) %}
+{% macro cdc_drop_batch_views(target, leftovers_only=false, views=none) %}
     {#- Drops a model's batch views (dropping a cached view uncaches it). `leftovers_only`: first
         look which exist (one statement), as at the start of a batch, where there are none unless a
-        run failed earlier in this session. -#}
-    {%- set suffixes = ['classified', 'changes', 'events', 'outcome', 'batch_files'] -%}
+        run failed earlier in this session. `views`: the suffixes of the views this batch created
+        (its record's `views`), else every one there can be. -#}
+    {%- set suffixes = views if views is not none else ['classified', 'changes', 'events'] -%}
     {%- if leftovers_only -%}
         {%- set prefix = target.identifier ~ '__cdc_' -%}
         {%- set existing = run_query("show views like " ~ cdc_sql_string(prefix ~ '*')).columns[1].values() | map('lower') | list -%}

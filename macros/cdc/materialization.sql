@@ -41,7 +41,8 @@
             {#- The table was created empty in this run: the model's ledger and tombstones start again. -#}
             {%- do cdc_execute('delete from ' ~ cdc_meta_relation('cdc_file_ledger') ~ ' where model_name = ' ~ model_name) -%}
             {%- do cdc_execute('delete from ' ~ cdc_meta_relation('cdc_tombstones') ~ ' where model_name = ' ~ model_name) -%}
-            {%- do cdc_apply_batch(target, batch.events_view, unique_key, into_empty=true, source_columns=batch.columns) -%}
+            {%- do cdc_apply_batch(target, batch.events_view, unique_key, batch.record, into_empty=true,
+                source_columns=batch.columns) -%}
         {%- endif -%}
     {%- elif batch.files -%}
         {%- set target_columns = cdc_column_names(target) -%}
@@ -51,13 +52,13 @@
             {%- do process_schema_changes(config.get('on_schema_change', 'append_new_columns'), batch.events_relation, existing) -%}
             {%- set target_columns = cdc_column_names(target) -%}
         {%- endif -%}
-        {%- do cdc_apply_batch(target, batch.events_view, unique_key,
+        {%- do cdc_apply_batch(target, batch.events_view, unique_key, batch.record,
             target_columns=target_columns, source_columns=batch.columns, unchanged=batch.unchanged) -%}
     {%- endif -%}
 
     {%- if batch.files -%}
         {#- The batch log's row, after the table's commit and before the ledger's (batch_log.sql). -#}
-        {%- do cdc_log_batch(target, batch.files_view) -%}
+        {%- do cdc_log_batch(target, batch.record) -%}
         {%- set ledger -%}
             insert into {{ cdc_meta_relation('cdc_file_ledger') }}
             select
@@ -68,21 +69,19 @@
                 {{ 'files.change_events' if batch.counted else 'coalesce(outcome.file_events[files.file_name], 0)' }},
                 {{ cdc_sql_string(invocation_id) }},
                 current_timestamp()
-            from {{ batch.files_view }} as files
+            from {{ batch.record.files }} as files
             {%- if not batch.counted %}
-            cross join {{ cdc_batch_view(target, 'outcome') }} as outcome
+            cross join {{ batch.record.outcome }} as outcome
             {%- endif %}
         {%- endset -%}
         {%- call statement('main' if not full_build else 'ledger') -%}
             {{ ledger }}
         {%- endcall -%}
     {%- elif not full_build -%}
-        {#- Nothing new: no commit. What dbt reports for the model is the end of its batch. -#}
-        {%- call statement('main') -%}
-            drop view if exists {{ batch.files_view }}
-        {%- endcall -%}
+        {#- Nothing new: no commit, no statement; dbt reports the model as done. -#}
+        {%- do store_result('main', response='nothing new') -%}
     {%- endif -%}
-    {%- do cdc_drop_batch_views(target) -%}
+    {%- do cdc_drop_batch_views(target, views=batch.record.views) -%}
     {%- if batch.files and not full_build -%}
         {%- do cdc_upkeep_after_batch(target, cdc_compaction_settings()) -%}  {#- maintenance.sql -#}
     {%- endif -%}

@@ -37,11 +37,12 @@
 {%- endmacro %}
 
 
-{% macro cdc_apply_batch(target, events, unique_key, into_empty=false, target_columns=none, source_columns=none, unchanged={}) %}
+{% macro cdc_apply_batch(target, events, unique_key, record, into_empty=false, target_columns=none, source_columns=none, unchanged={}) %}
     {#- Applies the batch `events` (a relation of change events with _cdc_row_hash) to `target`, by
         the rules above; called by the materialization (materialization.sql). `into_empty`: the
         target was created empty in this run (first build, --full-refresh) and the batch is every
-        raw file: nothing to compare with, so steps 5-6 are one INSERT. `target_columns`,
+        raw file: nothing to compare with, so steps 5-6 are one INSERT. `record`: the batch's record
+        (cdc_stage_batch), which gets the merge's counts for the batch log. `target_columns`,
         `source_columns`: the two relations' columns, when the caller knows them. `unchanged`: the
         columns whose placeholder keeps the row's value (unchanged.sql). -#}
     {%- set keys = cdc_key_columns(unique_key, target) -%}
@@ -67,8 +68,9 @@
         ~ (" options ('storageLevel' 'DISK_ONLY')" if into_empty else '')
         ~ ' as ' ~ cdc_batch_changes_sql(events, tombstones, keys, every_event=true)
     ) -%}
+    {%- do record.views.append('changes') -%}
     {%- set files = run_query(cdc_batch_files_sql(changes, keys)).rows -%}
-    {%- set truncate = cdc_validate_batch(target, files, keys) -%}
+    {%- set truncate = cdc_validate_batch(target, files, keys, record) -%}
     {%- do cdc_fault_point('after_validate') -%}
     {%- set batch_outcome = cdc_batch_counts(files) -%}
     {%- set last = cdc_last_changes(changes) -%}
@@ -98,7 +100,7 @@
             tombstones. -#}
         {%- set last_count = batch_outcome.change_events - batch_outcome.truncates - batch_outcome.redelivered
             - batch_outcome.superseded - batch_outcome.ignored_truncated - batch_outcome.ignored_tombstoned -%}
-        {%- do cdc_stash_outcome(target, cdc_outcome(batch_outcome,
+        {%- do cdc_stash_outcome(record, cdc_outcome(batch_outcome,
             {'insert': last_count - batch_outcome.last_deletes, 'no_row': batch_outcome.last_deletes}, rows_truncated)) -%}
         {%- do cdc_execute(cdc_insert_changes_sql(target, last, cdc_merge_values(target_columns, source_columns))) -%}
         {%- if deletes -%}
@@ -130,13 +132,14 @@
     {%- set effective_sql = cdc_effective_changes_sql(last, current_rows, keys, outcome=true) -%}
     {%- if not one_merge -%}
         {%- do cdc_execute('cache table ' ~ classified ~ ' as ' ~ effective_sql) -%}
+        {%- do record.views.append('classified') -%}
     {%- endif -%}
     {%- set by_outcome = {} -%}
     {%- for row in run_query('select _cdc_outcome, count(*) from '
             ~ (('(' ~ effective_sql ~ ') as classified') if one_merge else classified) ~ ' group by _cdc_outcome').rows -%}
         {%- do by_outcome.update({row[0]: row[1]}) -%}
     {%- endfor -%}
-    {%- do cdc_stash_outcome(target, cdc_outcome(batch_outcome, by_outcome, rows_truncated)) -%}
+    {%- do cdc_stash_outcome(record, cdc_outcome(batch_outcome, by_outcome, rows_truncated)) -%}
     {%- set matched = by_outcome.get('update', 0) + by_outcome.get('delete', 0) > 0 -%}
     {%- set inserts = by_outcome.get('insert', 0) > 0 -%}
     {%- if not matched and not inserts -%}

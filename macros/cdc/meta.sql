@@ -13,7 +13,9 @@
     - cdc_batch_log: one row per current-state model per run that had raw files to apply: what the
       batch read, what it did to the table, what it ignored and why, what was refused, and the lag
       (macros/cdc/batch_log.sql; docs: models/pipeline/_cdc_meta__sources.yml).
-    Created by `on-run-start`; safe to run any number of times. -#}
+    Created by `on-run-start`; safe to run any number of times. `make run` creates them only when one is
+    missing (python_hooks/project/session.py: its one listing of the schema) and then hands
+    CDC_META_READY=1 to its dbt build, whose on-run-start creates nothing. -#}
 
 {% macro cdc_meta_schema() -%}
     {{ return(target.schema ~ '_cdc_meta') }}
@@ -26,7 +28,7 @@
 
 
 {% macro cdc_create_meta_tables() %}
-    {%- if execute -%}
+    {%- if execute and env_var('CDC_META_READY', '') != '1' -%}
         {%- do cdc_execute('create database if not exists ' ~ cdc_meta_schema()) -%}
         {%- do cdc_execute(
             'create table if not exists ' ~ cdc_meta_relation('cdc_file_ledger') ~ ' (

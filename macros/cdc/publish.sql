@@ -35,11 +35,17 @@
 
 {% macro cdc_single_writer() -%}
     {#- True on a warehouse only one process can write: the `local` target, an embedded Spark
-        (`spark.master` local[...]) on an embedded Derby metastore, which one process at a time opens
-        (python_hooks/project/embedded_lock.py refuses a second one). (The metastore URL itself is redacted
-        by Spark's SET.) -#}
+        (dbt-spark's `session` method, `spark.master` local[...]) on an embedded Derby metastore, which
+        one process at a time opens (python_hooks/project/embedded_lock.py refuses a second one). `make run`
+        hands the answer over (CDC_SINGLE_WRITER, from the profile: python_hooks/project/warehouse.py,
+        Warehouse.single_writer); a plain dbt command asks Spark (the metastore URL itself is redacted
+        by Spark's SET). -#}
     {%- if not execute -%}
         {{ return(false) }}
+    {%- endif -%}
+    {%- set handed = env_var('CDC_SINGLE_WRITER', '') -%}
+    {%- if handed -%}
+        {{ return(handed == '1') }}
     {%- endif -%}
     {%- set rows = run_query('set spark.master').rows -%}
     {{ return(rows | length > 0 and (rows[0][1] or '').startswith('local')) }}

@@ -1,7 +1,7 @@
 {#- A batch's validation: what makes a change event invalid, and the one aggregate of the cached
     batch per file that finds it (with the batch log's counts), before anything is written. -#}
 
-{% macro cdc_validate_batch(target, files, keys) %}
+{% macro cdc_validate_batch(target, files, keys, record) %}
     {#- Refuses a batch with a null key, commit timestamp or sequence, or an unknown operation,
         naming each file and how many of its events are bad; nothing has been written yet. `files`:
         the rows of cdc_batch_files_sql (one per raw file of the batch, read from the cached batch,
@@ -30,7 +30,7 @@
     {%- endfor -%}
     {%- if problems -%}
         {%- set events_read = files | map(attribute=1) | map('int') | sum -%}
-        {%- do cdc_log_batch(target, cdc_batch_view(target, 'batch_files'), refused={
+        {%- do cdc_log_batch(target, record, refused={
             'files': bad_files | length, 'events': events_read,
             'reason': 'cdc_current_state refused the batch:' ~ (problems | join(';')) | replace('  raw file', ' raw file')}) -%}
         {%- do cdc_drop_batch_views(target) -%}

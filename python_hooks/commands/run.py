@@ -23,6 +23,7 @@ dbt's own lines (one per model, snapshot and test) go to logs/dbt.log; `CDC_VERB
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -50,12 +51,12 @@ from python_hooks.landing.pending import (
 )
 from python_hooks.project import env, faults
 from python_hooks.project.dbt_args import split_shared_options
-from python_hooks.project.meta import BATCH_LOG, ERASURE_REGISTER, RECTIFICATION_REGISTER
+from python_hooks.project.meta import BATCH_LOG, ERASURE_REGISTER, META_READY_VARIABLE, RECTIFICATION_REGISTER
 from python_hooks.project.session import Session, SessionError, dbt_runner
 from python_hooks.project.sql import quoted_relation, sql_string
 from python_hooks.project.storage import StorageError, location
 from python_hooks.project.tables import CdcTable, cdc_tables
-from python_hooks.project.warehouse import Warehouse, state_dir
+from python_hooks.project.warehouse import SINGLE_WRITER_VARIABLE, Warehouse, state_dir
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,7 @@ class Hooks:
     # evolution/staging_views.py: the staging views' fingerprints, and those dbt need not create again
     views: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     unchanged_views: set[str] = field(default_factory=set)
+    single_writer: bool = False  # project/warehouse.py: Warehouse.single_writer
 
 
 def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False, rebuild: bool = False) -> Hooks:
@@ -149,6 +151,7 @@ def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False, rebu
         plan,
         views,
         unchanged - result.blocked_models,
+        single_writer,
     )
 
 
@@ -328,8 +331,11 @@ def run_pipeline(
             for problem in found.problems:
                 log.error(problem)
             return False
-    excluded = sorted({f"{model}+" for model in found.blocked} | found.idle)
+    quiet_nodes = idle_descendants(found.manifest, found.tables, found.idle) if found.manifest is not None else set()
+    excluded = sorted({f"{model}+" for model in found.blocked} | found.idle | quiet_nodes)
     exclude = ["--exclude", *excluded] if excluded else []
+    # Nothing new anywhere (every table idle, none refused, no selection of the caller's own): no dbt build.
+    nothing_new = bool(found.tables) and {t.model for t in found.tables} <= found.idle and not _selects(dbt_args)
     if progress is not None:
         progress.reset()
         progress.tables = {t.model for t in found.tables}
@@ -354,43 +360,39 @@ def run_pipeline(
     given = runner.manifest if reuse else None
     if reuse:
         runner.manifest = found.manifest
-    # The run's plan: the files each model applies, as the hooks listed them (landing/pending.py).
-    given_plan = os.environ.pop(PLAN_VARIABLE, None)
-    given_tested = os.environ.pop(STAGING_TEST_FILES_VARIABLE, None)
-    if found.plan:
-        os.environ[PLAN_VARIABLE] = plan_environment(found.plan)
+    handed: dict[str, str] = {}  # what the hooks hand to the macros, for this build only
+    if found.plan:  # the run's plan: the files each model applies, as the hooks listed them (landing/pending.py)
+        handed[PLAN_VARIABLE] = plan_environment(found.plan)
         # The staging views' data tests read the plan's files, not the folders' history (staging_tests.sql).
         if not _full_refresh(dbt_args):
-            handed = json.loads(os.environ[PLAN_VARIABLE])
-            os.environ[STAGING_TEST_FILES_VARIABLE] = staging_test_files(handed, found.tables)
+            handed[STAGING_TEST_FILES_VARIABLE] = staging_test_files(json.loads(handed[PLAN_VARIABLE]), found.tables)
     # The staging views dbt leaves as they are (evolution/staging_views.py); --full-refresh builds all.
-    given_unchanged = os.environ.pop(staging_views.UNCHANGED_VARIABLE, None)
     if found.unchanged_views and not _full_refresh(dbt_args):
-        os.environ[staging_views.UNCHANGED_VARIABLE] = json.dumps(sorted(found.unchanged_views))
+        handed[staging_views.UNCHANGED_VARIABLE] = json.dumps(sorted(found.unchanged_views))
+    if found.manifest is not None:  # the hooks' session made sure every meta table exists
+        handed[META_READY_VARIABLE] = "1"
+        handed[SINGLE_WRITER_VARIABLE] = "1" if found.single_writer else "0"
     try:
-        result = runner.invoke(
-            [
-                "build",
-                *exclude,
-                "--exclude-resource-type",
-                "unit_test",
-                *(["--quiet"] if quiet else []),
-                *dbt_args,
-                *common_args,
-            ]
-        )
+        if nothing_new:
+            from dbt.cli.main import dbtRunnerResult
+
+            result = dbtRunnerResult(success=True)
+        else:
+            with _environment(handed, clear=HANDED_VARIABLES):
+                result = runner.invoke(
+                    [
+                        "build",
+                        *exclude,
+                        "--exclude-resource-type",
+                        "unit_test",
+                        *(["--quiet"] if quiet else []),
+                        *dbt_args,
+                        *common_args,
+                    ]
+                )
     finally:
         if reuse:
             runner.manifest = given
-        os.environ.pop(PLAN_VARIABLE, None)
-        if given_plan is not None:
-            os.environ[PLAN_VARIABLE] = given_plan
-        os.environ.pop(STAGING_TEST_FILES_VARIABLE, None)
-        if given_tested is not None:
-            os.environ[STAGING_TEST_FILES_VARIABLE] = given_tested
-        os.environ.pop(staging_views.UNCHANGED_VARIABLE, None)
-        if given_unchanged is not None:
-            os.environ[staging_views.UNCHANGED_VARIABLE] = given_unchanged
     if found.views:
         _record_views(found.views, result)
     if progress is not None:
@@ -406,6 +408,65 @@ def run_pipeline(
     for line in run_summary(result, found.problems, found.blocked, found.tables):
         log.error("%s", line)
     return bool(result.success) and found.ok
+
+
+def idle_descendants(manifest, tables: Sequence[CdcTable], idle: set[str]) -> set[str]:
+    """The models and snapshots downstream of current-state tables, every one of which is idle this run
+    (snapshots, marts, analysts' models over tables that received nothing): left out of the build with
+    their tests, since their inputs did not change. A node with no current-state table upstream (a
+    model over seeds only) is built as before."""
+    current = {t.model for t in tables}
+    upstream: dict[str, set[str]] = {}
+
+    def tables_above(unique_id: str) -> set[str]:
+        if unique_id not in upstream:
+            node = manifest.nodes.get(unique_id)
+            found = set()
+            if node is not None:
+                if node.resource_type == "model" and node.name in current:
+                    found.add(node.name)
+                for parent in getattr(node.depends_on, "nodes", ()):
+                    found |= tables_above(parent)
+            upstream[unique_id] = found
+        return upstream[unique_id]
+
+    return {
+        node.name
+        for unique_id, node in manifest.nodes.items()
+        if node.resource_type in ("model", "snapshot")
+        and node.name not in current
+        and tables_above(unique_id)
+        and tables_above(unique_id) <= idle
+    }
+
+
+def _selects(dbt_args: Sequence[str]) -> bool:
+    """The caller chose nodes (--select/-s/--models/-m, --selector): a build then runs even with nothing new."""
+    return any(arg.split("=")[0] in ("--select", "-s", "--models", "-m", "--selector") for arg in dbt_args)
+
+
+# The variables a run hands to its dbt build (set or left unset by each run, never inherited).
+HANDED_VARIABLES = (
+    PLAN_VARIABLE,
+    STAGING_TEST_FILES_VARIABLE,
+    staging_views.UNCHANGED_VARIABLE,
+    META_READY_VARIABLE,
+    SINGLE_WRITER_VARIABLE,
+)
+
+
+@contextlib.contextmanager
+def _environment(values: Mapping[str, str], clear: Sequence[str] = ()):
+    """os.environ with `values` set and the other names of `clear` unset, as it was afterwards."""
+    names = {*values, *clear}
+    given = {name: os.environ.pop(name) for name in names if name in os.environ}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name in names:
+            os.environ.pop(name, None)
+        os.environ.update(given)
 
 
 def _full_refresh(dbt_args: Sequence[str]) -> bool:

@@ -15,6 +15,18 @@ RAW_FILE_GROUPS = "cdc_raw_file_groups"
 ERASURE_REGISTER = "erasure_register"
 RECTIFICATION_REGISTER = "rectification_register"
 ERASURE_LOG = "erasure_log"
+META_TABLES = (
+    FILE_LEDGER,
+    TOMBSTONES,
+    BATCH_LOG,
+    SCHEMA_EVOLUTION_LOG,
+    RAW_FILE_GROUPS,
+    ERASURE_REGISTER,
+    RECTIFICATION_REGISTER,
+    ERASURE_LOG,
+)
+# Set by `make run` for its dbt build once every meta table exists: on-run-start creates nothing then.
+META_READY_VARIABLE = "CDC_META_READY"
 
 # cdc_batch_log's counters of ignored changes, by reason.
 IGNORED_COUNTERS = ("ignored_older", "ignored_redelivered", "ignored_tombstoned", "ignored_truncated")

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
+from python_hooks.project.meta import META_TABLES
 from python_hooks.project.storage import failure_in
 from python_hooks.project.warehouse import Warehouse
 
@@ -65,9 +66,13 @@ class Session:
         `dbt_args`. SessionError (dbt has printed why) when a step fails."""
         runner = runner if runner is not None else dbt_runner()
         manifest = parse(runner, dbt_args, quiet)
-        if meta_tables:
+        warehouse = Warehouse.open(dbt_args)
+        if meta_tables and not set(META_TABLES) <= warehouse.tables(warehouse.meta_schema):
+            # one listing of the meta schema says whether any is missing; only then a dbt operation
+            warehouse.close()
             create_meta_tables(runner, dbt_args, quiet)
-        return cls(runner, manifest, Warehouse.open(dbt_args))
+            warehouse = Warehouse.open(dbt_args)
+        return cls(runner, manifest, warehouse)
 
     def close(self) -> None:
         self.warehouse.close()

@@ -26,6 +26,9 @@ from python_hooks.project.dbt_args import dbt_option, project_dir_of, target_of
 from python_hooks.project.meta import meta_schema
 from python_hooks.project.sql import quote_ident, quoted_relation
 
+# How `make run` tells its dbt build whether the warehouse has one writer (macros/cdc/publish.sql: cdc_single_writer).
+SINGLE_WRITER_VARIABLE = "CDC_SINGLE_WRITER"
+
 
 @dataclass
 class Warehouse:
@@ -67,10 +70,11 @@ class Warehouse:
 
     @property
     def single_writer(self) -> bool:
-        """One process writes this warehouse: an embedded Spark (`spark.master` local[...]) on its own
-        Derby metastore (project/embedded_lock.py). The macros ask the same (cdc_single_writer)."""
-        rows = self.query("set spark.master")
-        return bool(rows) and str(rows[0][1] or "").startswith("local")
+        """One process writes this warehouse: the embedded target (dbt-spark's `session` method: Spark in
+        this process, on its own Derby metastore, project/embedded_lock.py). Said by the profile, so no
+        statement asks it; `make run` hands it to the macros (cdc_single_writer: SINGLE_WRITER_VARIABLE)."""
+        credentials = getattr(getattr(self.adapter, "config", None), "credentials", None)
+        return str(getattr(credentials, "method", "")).lower() == "session"
 
     def query(self, sql: str) -> list[tuple]:
         with self.adapter.connection_named("python_hooks"):
@@ -87,12 +91,13 @@ class Warehouse:
         until the next `execute`."""
         key = schema.lower()
         if key not in self._tables:
-            if not any(row[0].lower() == key for row in self.query("show databases")):
-                self._tables[key] = set()
-            else:
-                # show tables: (namespace, tableName, isTemporary)
+            try:  # show tables: (namespace, tableName, isTemporary); one statement, no `show databases` first
                 rows = self.query(f"show tables in {quote_ident(schema)}")
-                self._tables[key] = {row[1].lower() for row in rows if not row[2]}
+            except Exception as error:  # a schema not created yet has no table
+                if not _schema_missing(error):
+                    raise
+                rows = []
+            self._tables[key] = {row[1].lower() for row in rows if not row[2]}
         return self._tables[key]
 
     def table_exists(self, schema: str, identifier: str) -> bool:
@@ -141,3 +146,9 @@ def write_state(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
+
+
+def _schema_missing(error: Exception) -> bool:
+    """Spark's answer to a statement on a schema that does not exist (embedded or through Thrift)."""
+    text = str(error)
+    return "SCHEMA_NOT_FOUND" in text or "NoSuchNamespaceException" in text or "NoSuchDatabaseException" in text

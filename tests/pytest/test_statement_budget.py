@@ -1,0 +1,114 @@
+"""What a run costs, counted (issue 42): the SQL statements `make run` sends to Spark, per dbt node and for
+the run's own work (hooks, plan, accounting), and the commits it makes, from every table's snapshots.
+Counts, not timings: they cannot flake. The ceilings live in BUDGET, beside the issue's goal.
+
+Three tables (crm.customer_master and crm.customer_address from DMS, salesdb.customer from Debezium)
+are built from the sample's first stage; then one run applies the second stage (one small file each),
+and one run finds nothing new."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+from pyspark.errors import AnalysisException
+
+from bench.instrument import SqlProfile
+from helpers.tables import assert_same_table, table_rows
+from oracles.replay_dms import replay
+from sample_data import debezium, dms
+
+TABLES = ["crm__customer_master", "crm__customer_address", "salesdb__customer"]
+SELECT = (
+    "--select",
+    *(f"stg_{t}" for t in TABLES),
+    *TABLES,
+)
+# The ceilings this test holds, measured on 2026-11-28 (the issue's goal beside each): a ratchet, lowered as
+# the engine gets there, never raised. Statements as dbt sends them (bench/instrument.py: SqlProfile);
+# commits from the tables' snapshots.
+BUDGET = {
+    "node statements": 21,  # per current-state model node; goal 4 (dbt's metadata queries for it included)
+    "table commits": 3,  # per applied table (its MERGE, and here a compaction: the sample deletes >10 %); goal 1
+    "meta commits": 3,  # per meta table (ledger, batch log, tombstones: one per applied table); goal 1
+    "test statements": 8,  # per applied table, its data tests; goal 1
+    "run statements": 20,  # hooks, plan, relation cache, on-run-start; goal 8
+    "idle statements": 6,  # a run with nothing new; goal 3
+}
+
+
+def _land(landing: Path, stage: int) -> None:
+    dms.write_stage(landing, stage)
+    debezium.write_stage(landing, stage)
+
+
+def _commits(spark, schema: str) -> Counter:
+    """Snapshots per table of the run's schemas (the current-state tables and the meta tables)."""
+    counts = Counter()
+    for suffix in ("current", "cdc_meta"):
+        for row in spark.sql(f"show tables in {schema}_{suffix}").collect():
+            relation = f"{schema}_{suffix}.{row.tableName}"
+            if row.isTemporary:
+                continue
+            try:
+                counts[relation] = spark.sql(f"select count(*) from {relation}.snapshots").collect()[0][0]
+            except AnalysisException:  # not an Iceberg table (a Parquet table over a landing folder)
+                continue
+    return counts
+
+
+def _counted_run(dbt, spark, landing: Path, schema: str) -> tuple[list, Counter]:
+    before = _commits(spark, schema)
+    profile = SqlProfile()
+    dbt._runner.callbacks.append(profile)
+    try:
+        assert dbt.pipeline(*SELECT, landing=landing, schema=schema)
+    finally:
+        dbt._runner.callbacks.remove(profile)
+    after = _commits(spark, schema)
+    return profile.statements, Counter({t: after[t] - before.get(t, 0) for t in after if after[t] != before.get(t, 0)})
+
+
+def _per_node(statements: list) -> Counter:
+    return Counter(s.node or "(run)" for s in statements)
+
+
+def test_statements_and_commits_of_a_small_run(dbt, spark, tmp_path: Path, schema: str) -> None:
+    landing = tmp_path / "landing"
+    _land(landing, 1)
+    assert dbt.pipeline(*SELECT, landing=landing, schema=schema)
+    _land(landing, 2)
+    statements, commits = _counted_run(dbt, spark, landing, schema)
+    for table in dms.TABLES:  # the run is right, not only cheap
+        expected = replay(landing / "dms" / "crm" / table, ["customer_id"])
+        actual = table_rows(spark, f"{schema}_current.crm__{table}", ["customer_id"], [*dms.TABLES[table], "_cdc_op"])
+        assert_same_table(actual, expected, table)
+    nodes = _per_node(statements)
+    idle_statements, idle_commits = _counted_run(dbt, spark, landing, schema)
+    for sql in [*statements, None, *idle_statements]:  # shown with -s, and in the log of a failure
+        print("--- idle run" if sql is None else f"  {sql.node.split('.')[-1] or '(run)'} | {_text(sql.sql)[:200]}")
+
+    tests = Counter()
+    for node, count in nodes.items():
+        if node.startswith("test."):
+            tests[next((t for t in TABLES if f"_{t}_" in node and "_stg_" not in node), "staging")] += count
+    run_own = sum(n for node, n in nodes.items() if not node.startswith(("model.", "test.", "snapshot.")))
+    measured = {
+        "node statements": max(nodes[f"model.cdc_lakehouse.{t}"] for t in TABLES),
+        "table commits": max(commits[f"{schema}_current.{t}"] for t in TABLES),
+        "meta commits": max(n for relation, n in commits.items() if "_cdc_meta." in relation),
+        "test statements": max(tests[t] for t in TABLES),
+        "run statements": run_own,
+        "idle statements": len(idle_statements),
+    }
+    print("measured:", measured, "commits:", dict(commits))
+    assert all(commits[f"{schema}_current.{t}"] >= 1 for t in TABLES), commits  # every table took its file
+    over = {name: (measured[name], ceiling) for name, ceiling in BUDGET.items() if measured[name] > ceiling}
+    assert not over, f"over budget (measured, ceiling): {over}"
+    assert not idle_commits, f"a run with nothing new committed: {dict(idle_commits)}"
+    assert not [s for s in idle_statements if s.node], "a run with nothing new ran dbt nodes"
+
+
+def _text(sql: str) -> str:
+    return re.sub(r"^/\*.*?\*/\s*", "", " ".join(sql.split()))
