@@ -22,6 +22,12 @@
     {%- set grant_config = config.get('grants') -%}
 
     {{ run_hooks(pre_hooks) }}
+    {%- if full_build and load_relation(ref(staging_model)) is none -%}
+        {#- A first build reads the staging view: without it, Spark's error would name no model. -#}
+        {{ exceptions.raise_compiler_error("cdc_current_state: " ~ target ~ " is built from its staging model "
+            ~ staging_model ~ ", which is not in the warehouse yet: select it too (--select +" ~ model.name
+            ~ ", or --select " ~ staging_model ~ " " ~ model.name ~ "). Nothing was written.") }}
+    {%- endif -%}
 
     {%- set batch = cdc_stage_batch(target, staging_model, ref(staging_model), full_build,
         cdc_key_columns(unique_key, target)) -%}

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from dbt_common.invocation import get_invocation_id
 
 from python_hooks.commands import status
+from python_hooks.commands.selection import guaranteed_tests, idle_descendants, selects
 from python_hooks.commands.summary import run_summary
 from python_hooks.evolution import staging_views
 from python_hooks.evolution.apply import evolve, unreadable_files
@@ -331,11 +332,15 @@ def run_pipeline(
             for problem in found.problems:
                 log.error(problem)
             return False
-    quiet_nodes = idle_descendants(found.manifest, found.tables, found.idle) if found.manifest is not None else set()
-    excluded = sorted({f"{model}+" for model in found.blocked} | found.idle | quiet_nodes)
+    quiet_nodes, checked = set(), set()
+    if found.manifest is not None:
+        quiet_nodes = idle_descendants(found.manifest, found.tables, found.idle)
+        if not _full_refresh(dbt_args):  # what each batch checks itself is not checked again (commands/selection.py)
+            checked = guaranteed_tests(found.manifest, [t for t in found.tables if t.model not in found.idle])
+    excluded = sorted({f"{model}+" for model in found.blocked} | found.idle | quiet_nodes | checked)
     exclude = ["--exclude", *excluded] if excluded else []
     # Nothing new anywhere (every table idle, none refused, no selection of the caller's own): no dbt build.
-    nothing_new = bool(found.tables) and {t.model for t in found.tables} <= found.idle and not _selects(dbt_args)
+    nothing_new = bool(found.tables) and {t.model for t in found.tables} <= found.idle and not selects(dbt_args)
     if progress is not None:
         progress.reset()
         progress.tables = {t.model for t in found.tables}
@@ -408,41 +413,6 @@ def run_pipeline(
     for line in run_summary(result, found.problems, found.blocked, found.tables):
         log.error("%s", line)
     return bool(result.success) and found.ok
-
-
-def idle_descendants(manifest, tables: Sequence[CdcTable], idle: set[str]) -> set[str]:
-    """The models and snapshots downstream of current-state tables, every one of which is idle this run
-    (snapshots, marts, analysts' models over tables that received nothing): left out of the build with
-    their tests, since their inputs did not change. A node with no current-state table upstream (a
-    model over seeds only) is built as before."""
-    current = {t.model for t in tables}
-    upstream: dict[str, set[str]] = {}
-
-    def tables_above(unique_id: str) -> set[str]:
-        if unique_id not in upstream:
-            node = manifest.nodes.get(unique_id)
-            found = set()
-            if node is not None:
-                if node.resource_type == "model" and node.name in current:
-                    found.add(node.name)
-                for parent in getattr(node.depends_on, "nodes", ()):
-                    found |= tables_above(parent)
-            upstream[unique_id] = found
-        return upstream[unique_id]
-
-    return {
-        node.name
-        for unique_id, node in manifest.nodes.items()
-        if node.resource_type in ("model", "snapshot")
-        and node.name not in current
-        and tables_above(unique_id)
-        and tables_above(unique_id) <= idle
-    }
-
-
-def _selects(dbt_args: Sequence[str]) -> bool:
-    """The caller chose nodes (--select/-s/--models/-m, --selector): a build then runs even with nothing new."""
-    return any(arg.split("=")[0] in ("--select", "-s", "--models", "-m", "--selector") for arg in dbt_args)
 
 
 # The variables a run hands to its dbt build (set or left unset by each run, never inherited).

@@ -317,3 +317,19 @@ def test_status_plot_draws_every_table(lake, dbt, spark, tmp_path):
     # Not one colour: axes, labels and the tables' lines are drawn (white background, coloured lines).
     colours = {tuple(pixel) for pixel in image.reshape(-1, image.shape[-1])[::7].round(2)}
     assert len(colours) > 20, f"{len(colours)} colours: the plot looks empty"
+
+
+def test_a_model_selected_without_its_staging_model_says_what_to_select(dbt, spark, schema, tmp_path, caplog):
+    """On a new warehouse, `run --select crm__customer_master` alone: one sentence naming the staging model and
+    the selection to use (not Spark's "To tolerate the error on drop ..."), no table; then with it, the table."""
+    landing = tmp_path / "landing"
+    dms.write_stage(landing, 1)
+    caplog.clear()
+    assert not dbt.pipeline("--select", "crm__customer_master", landing=landing, schema=schema)
+    said = "\n".join(r.getMessage() for r in caplog.records if r.levelname == "ERROR")
+    assert "stg_crm__customer_master, which is not in the warehouse yet" in said, said
+    assert "--select +crm__customer_master" in said, said
+    assert not spark.catalog.tableExists(current(schema, "customer_master"))
+    assert dbt.pipeline("--select", "+crm__customer_master", landing=landing, schema=schema)
+    expected = expected_state(landing, "customer_master")
+    assert_same_table(actual_state(spark, schema, "customer_master"), expected, "with its staging model")

@@ -1,0 +1,93 @@
+"""What `make run` leaves out of its `dbt build` (commands/run.py), from the manifest alone:
+
+- `idle_descendants`: the models and snapshots whose current-state tables upstream all received nothing;
+- `guaranteed_tests`: the data tests that check what a batch guarantees itself, so they would only read
+  the tables again to find what cannot be there.
+
+`dbt build`, `dbt test` by hand, `--full-refresh` and CI run every test over whole tables: an analyst's
+habits do not change; this is the scheduled run's economy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from python_hooks.project.tables import CdcTable
+
+# The contract columns a batch fills (staging and current state): never null once the batch is applied.
+# _cdc_op, _cdc_ts, _cdc_seq: a batch with a null one is refused before any write (macros/cdc/validation.sql);
+# _cdc_source_file: the raw file's name (staging); _cdc_applied_at: the run's timestamp (the MERGE).
+CONTRACT_NOT_NULL = ("_cdc_op", "_cdc_ts", "_cdc_seq", "_cdc_source_file", "_cdc_applied_at")
+# The operations a batch lets through: staging's events are refused unless one of these (validation.sql);
+# a current-state row is an insert or an update (deletes and truncates delete rows).
+STAGING_OPERATIONS = {"I", "U", "D", "T"}
+TABLE_OPERATIONS = {"I", "U"}
+
+
+def idle_descendants(manifest, tables: Sequence[CdcTable], idle: set[str]) -> set[str]:
+    """The models and snapshots downstream of current-state tables, every one of which is idle this run
+    (snapshots, marts, analysts' models over tables that received nothing): left out of the build with
+    their tests, since their inputs did not change. A node with no current-state table upstream (a
+    model over seeds only) is built as before."""
+    current = {t.model for t in tables}
+    upstream: dict[str, set[str]] = {}
+
+    def tables_above(unique_id: str) -> set[str]:
+        if unique_id not in upstream:
+            node = manifest.nodes.get(unique_id)
+            found = set()
+            if node is not None:
+                if node.resource_type == "model" and node.name in current:
+                    found.add(node.name)
+                for parent in getattr(node.depends_on, "nodes", ()):
+                    found |= tables_above(parent)
+            upstream[unique_id] = found
+        return upstream[unique_id]
+
+    return {
+        node.name
+        for unique_id, node in manifest.nodes.items()
+        if node.resource_type in ("model", "snapshot")
+        and node.name not in current
+        and tables_above(unique_id)
+        and tables_above(unique_id) <= idle
+    }
+
+
+def guaranteed_tests(manifest, applied: Sequence[CdcTable]) -> set[str]:
+    """The data tests of the applied tables (`applied`: current-state tables whose batch runs) and of their
+    staging models that check only what the batch itself guarantees: not_null on a contract column or on
+    the key, unique on a one-column key (the MERGE keeps one row per key), accepted_values on _cdc_op that
+    admit every operation the batch lets through. Any other test (an expression, a relationship, a test
+    of the analyst's own) runs as before."""
+    staging = {t.staging_model: t for t in applied}
+    current = {t.model: t for t in applied}
+    names = set()
+    for node in manifest.nodes.values():
+        metadata = getattr(node, "test_metadata", None)
+        if node.resource_type != "test" or metadata is None or metadata.namespace not in (None, "dbt"):
+            continue
+        parents = list(getattr(node.depends_on, "nodes", ()))
+        if len(parents) != 1:
+            continue
+        model = parents[0].split(".")[-1]
+        table = current.get(model)
+        events = staging.get(model)
+        if table is None and events is None:
+            continue
+        column = str(metadata.kwargs.get("column_name") or getattr(node, "column_name", "") or "").strip('`"')
+        keys = (table or events).keys
+        if metadata.name == "not_null" and (column in CONTRACT_NOT_NULL or (table is not None and column in keys)):
+            names.add(node.name)
+        elif metadata.name == "unique" and table is not None and keys == (column,):
+            names.add(node.name)
+        elif metadata.name == "accepted_values" and column == "_cdc_op":
+            allowed = {str(v) for v in metadata.kwargs.get("values") or ()}
+            if allowed >= (TABLE_OPERATIONS if table is not None else STAGING_OPERATIONS):
+                names.add(node.name)
+    return names
+
+
+def selects(dbt_args: Sequence[str]) -> bool:
+    """The caller chose nodes (--select/-s/--models/-m, --selector): a build then runs even with nothing new."""
+    return any(arg.split("=")[0] in ("--select", "-s", "--models", "-m", "--selector") for arg in dbt_args)
