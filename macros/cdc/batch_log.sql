@@ -84,22 +84,57 @@
 {% endmacro %}
 
 
+{% macro cdc_accounting_deferred() -%}
+    {#- Pure, from a fact handed over: `make run` writes every batch's batch-log row and ledger rows
+        once per run, after its dbt build, one INSERT into each table for all of them
+        (CDC_ACCOUNTING=run; python_hooks/commands/accounting.py), so a model node commits only its
+        own table (and its tombstones). A plain dbt command writes them at the end of each batch. -#}
+    {{ return(env_var('CDC_ACCOUNTING', '') == 'run') }}
+{%- endmacro %}
+
+
+{% macro cdc_account(target, log_row, ledger_rows=none) %}
+    {#- Records a batch: its batch-log row (a SELECT of one row), then its ledger rows (a SELECT), now
+        (the ledger's INSERT is the statement dbt reports for the model) or, deferred, as a line the
+        run collects (python_hooks/commands/accounting.py: ACCOUNTING_PREFIX). -#}
+    {%- if cdc_accounting_deferred() -%}
+        {{ log('cdc-accounting: ' ~ tojson({'model': target.identifier, 'batch_log': log_row, 'ledger': ledger_rows})) }}
+    {%- else -%}
+        {%- do cdc_execute('insert into ' ~ cdc_meta_relation('cdc_batch_log') ~ ' ' ~ log_row) -%}
+        {%- if ledger_rows is not none -%}
+            {%- call statement('main') -%}
+                insert into {{ cdc_meta_relation('cdc_file_ledger') }} {{ ledger_rows }}
+            {%- endcall -%}
+        {%- endif -%}
+    {%- endif -%}
+{% endmacro %}
+
+
 {% macro cdc_log_batch(target, record, refused=none) %}
-    {#- Inserts the batch's row into cdc_batch_log: counts from the stashed outcome, files and start
-        time from the batch's files (both in the batch's `record`, cdc_stage_batch). `refused`: {'files': files refused, 'events': change events
-        read, 'reason': the first line of the refusal}; the row then counts nothing as applied. -#}
+    {#- Records the batch's row of cdc_batch_log (cdc_account): counts from the stashed outcome, files
+        and start time from the batch's files (both in the batch's `record`, cdc_stage_batch).
+        `refused`: {'files': files refused, 'events': change events read, 'reason': the first line of
+        the refusal}; the row then counts nothing as applied. -#}
+    {%- do cdc_account(target, cdc_batch_log_row_sql(target, record, refused)) -%}
+{% endmacro %}
+
+
+{% macro cdc_batch_log_row_sql(target, record, refused=none) %}
+    {#- The batch's row of cdc_batch_log as a SELECT of literals (and the table's snapshot). When the row
+        is written later (deferred), the batch's end is a literal of now, not the INSERT's time. -#}
+    {%- set finished = "cast('" ~ modules.datetime.datetime.utcnow().strftime('%Y-%m-%d %H:%M:%S.%f') ~ "' as timestamp)"
+        if cdc_accounting_deferred() else 'current_timestamp()' -%}
     {%- set counted = ['rows_inserted', 'rows_updated', 'rows_deleted', 'ignored_older', 'ignored_redelivered',
         'ignored_tombstoned', 'ignored_truncated', 'superseded', 'deletes_without_row', 'truncates'] -%}
     {%- set sql -%}
-        insert into {{ cdc_meta_relation('cdc_batch_log') }}
         select
             {{ cdc_sql_string(invocation_id) }} as run_id,
             {{ cdc_sql_string(target.identifier) }} as model_name,
             {{ "'refused'" if refused else "'applied'" }} as status,
             files.build_mode,
             files.started_at,
-            current_timestamp() as finished_at,
-            (unix_micros(current_timestamp()) - unix_micros(files.started_at)) / 1e6 as seconds,
+            {{ finished }} as finished_at,
+            (unix_micros({{ finished }}) - unix_micros(files.started_at)) / 1e6 as seconds,
             files.files,
         {%- if refused %}
             cast({{ refused.events | int }} as bigint) as change_events,
@@ -118,7 +153,7 @@
             cast(0 as bigint) as files_refused,
             cast(null as string) as refusal,
             outcome.newest_commit_at,
-            (unix_micros(current_timestamp()) - unix_micros(outcome.newest_commit_at)) / 1e6 as lag_seconds,
+            (unix_micros({{ finished }}) - unix_micros(outcome.newest_commit_at)) / 1e6 as lag_seconds,
         {%- endif %}
             (select max(refs.snapshot_id) from {{ target }}.refs as refs where refs.name = 'main') as snapshot_id
         from (
@@ -132,5 +167,5 @@
         cross join {{ record.outcome }} as outcome
         {%- endif %}
     {%- endset -%}
-    {%- do cdc_execute(sql) -%}
+    {{ return(sql) }}
 {% endmacro %}

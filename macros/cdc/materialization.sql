@@ -63,10 +63,9 @@
     {%- endif -%}
 
     {%- if batch.files -%}
-        {#- The batch log's row, after the table's commit and before the ledger's (batch_log.sql). -#}
-        {%- do cdc_log_batch(target, batch.record) -%}
+        {#- The batch log's row, after the table's commit and before the ledger's (batch_log.sql:
+            cdc_account, now or once per run). -#}
         {%- set ledger -%}
-            insert into {{ cdc_meta_relation('cdc_file_ledger') }}
             select
                 {{ model_name }},
                 files.file_name,
@@ -80,9 +79,10 @@
             cross join {{ batch.record.outcome }} as outcome
             {%- endif %}
         {%- endset -%}
-        {%- call statement('main' if not full_build else 'ledger') -%}
-            {{ ledger }}
-        {%- endcall -%}
+        {%- do cdc_account(target, cdc_batch_log_row_sql(target, batch.record), ledger) -%}
+        {%- if cdc_accounting_deferred() and not full_build -%}
+            {%- do store_result('main', response='applied; recorded at the end of the run') -%}
+        {%- endif -%}
     {%- elif not full_build -%}
         {#- Nothing new: no commit, no statement; dbt reports the model as done. -#}
         {%- do store_result('main', response='nothing new') -%}

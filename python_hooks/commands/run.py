@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from dbt_common.invocation import get_invocation_id
 
-from python_hooks.commands import status
+from python_hooks.commands import accounting, status
 from python_hooks.commands.selection import guaranteed_tests, idle_descendants, selects
 from python_hooks.commands.summary import run_summary
 from python_hooks.evolution import staging_views
@@ -374,6 +374,10 @@ def run_pipeline(
     # The staging views dbt leaves as they are (evolution/staging_views.py); --full-refresh builds all.
     if found.unchanged_views and not _full_refresh(dbt_args):
         handed[staging_views.UNCHANGED_VARIABLE] = json.dumps(sorted(found.unchanged_views))
+    collector = accounting.Accounting() if hasattr(runner, "callbacks") and found.manifest is not None else None
+    if collector is not None:  # the batches' ledger and batch-log rows: once, after the build
+        handed[accounting.ACCOUNTING_VARIABLE] = "run"
+        runner.callbacks.append(collector)
     if found.manifest is not None:  # the hooks' session made sure every meta table exists
         handed[META_READY_VARIABLE] = "1"
         handed[SINGLE_WRITER_VARIABLE] = "1" if found.single_writer else "0"
@@ -398,6 +402,11 @@ def run_pipeline(
     finally:
         if reuse:
             runner.manifest = given
+        if collector is not None:
+            runner.callbacks.remove(collector)
+    if collector is not None and collector.records:
+        with Warehouse.open(common_args) as warehouse:
+            accounting.record(warehouse, collector.records)
     if found.views:
         _record_views(found.views, result)
     if progress is not None:
@@ -422,6 +431,7 @@ HANDED_VARIABLES = (
     staging_views.UNCHANGED_VARIABLE,
     META_READY_VARIABLE,
     SINGLE_WRITER_VARIABLE,
+    accounting.ACCOUNTING_VARIABLE,
 )
 
 
