@@ -404,9 +404,19 @@ def run_pipeline(
             runner.manifest = given
         if collector is not None:
             runner.callbacks.remove(collector)
+    recorded = True
     if collector is not None and collector.records:
-        with Warehouse.open(common_args) as warehouse:
-            accounting.record(warehouse, collector.records)
+        try:
+            with Warehouse.open(common_args) as warehouse:
+                accounting.record(warehouse, collector.records)
+        except Exception as error:  # the warehouse went away after the build: said in one line, the run fails
+            recorded = False
+            log.error(
+                "the batch log and the ledger could not record this run's %d batch(es): %s. Their tables are"
+                " applied; the next run reads their files again, which changes nothing (counted as re-delivered).",
+                len(collector.records),
+                str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__,
+            )
     if found.views:
         _record_views(found.views, result)
     if progress is not None:
@@ -421,7 +431,7 @@ def run_pipeline(
         report(found, common_args)
     for line in run_summary(result, found.problems, found.blocked, found.tables):
         log.error("%s", line)
-    return bool(result.success) and found.ok
+    return bool(result.success) and found.ok and recorded
 
 
 # The variables a run hands to its dbt build (set or left unset by each run, never inherited).

@@ -207,7 +207,8 @@ def test_thrift_server_killed_mid_merge_is_repaired_by_the_next_run(cluster, sch
     started = _recover(cluster, schema, tmp_path, fault, restart_seconds=round(restarted["seconds"], 1))
     # The MERGE was on the batch's branch; if it had finished within the second, the publish may have too.
     batches = {PAUSED: killed_batch("during_merge", branch=True)}
-    _assert_repaired(cluster, schema, tmp_path, fault, started, batches, others=ONE_ROW)
+    # the run records its batches after its build: with the server down then, the recovery records them
+    _assert_repaired(cluster, schema, tmp_path, fault, started, batches, others=ANY_REPAIR)
 
 
 @pytest.mark.parametrize("down_seconds", [0, 30], ids=["restarted", "down-30s"])

@@ -49,8 +49,9 @@ MERGE_POINTS = {
 BRANCH_POINTS = {"after_branch_created", "during_insert", "after_insert", "after_publish"}
 BOTH_PATHS = {"after_merge"}
 # Points where the killed run's batch of crm__customer_master was committed to main but not logged
-# (its changes are in the table, its log row never written); at a `during_*` point it may have been,
-# when the statement finished before the kill (1 s). At during_compaction the batch was logged whole.
+# (its changes are in the table, its log row never written: `make run` records every batch after its
+# build, python_hooks/commands/accounting.py); at a `during_*` point it may have been committed, when the
+# statement finished before the kill (1 s).
 COMMITTED_UNLOGGED = {"after_publish", "after_tombstones"}
 COMMITTED_UNLOGGED_ONE_MERGE = {"after_merge"}
 
@@ -61,6 +62,9 @@ ONE_ROW = frozenset({(EXACT,)})
 # A batch a fault may have stopped anywhere: not committed (the next run applies it), committed but not
 # logged (the next run logs it as re-delivered), or logged but not in the ledger (both).
 ANY_REPAIR = frozenset({(EXACT,), (REDELIVERED,), (EXACT, REDELIVERED)})
+# The other tables of a `make run` killed in its build: one it finished was committed but not recorded (the
+# run records every batch after its build), one it had not reached is applied by the recovery.
+KILLED_RUN_OTHERS = frozenset({(EXACT,), (REDELIVERED,)})
 
 
 class Tables(Protocol):
