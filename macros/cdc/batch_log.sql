@@ -1,5 +1,6 @@
 {#- The batch log, `<schema>_cdc_meta.cdc_batch_log`: one row per current-state model per run that
-    had raw files to apply, written by the model's own batch (docs: models/pipeline/_cdc_meta__sources.yml).
+    had raw files to apply (docs: models/pipeline/_cdc_meta__sources.yml): written at the end of the model's
+    batch, or in `make run` once per run for every batch (cdc_account, python_hooks/commands/accounting.py).
 
     What a batch did, counted by the same queries that apply it (macros/cdc/merge.sql, validation.sql):
       - every change event of the batch's files is counted once, by what became of it: a truncate;
@@ -12,7 +13,7 @@
 
     When it is written, so that it never claims what did not happen: after the table's commit (and
     the batch's tombstones), before the ledger records the batch's files. A run killed before its
-    row leaves no row; if the table had committed, the next run reads the same files (they are not
+    row leaves no row (in `make run`, for no table of its build); if the table had committed, the next run reads the same files (they are not
     in the ledger) and logs their changes as re-delivered: the table already holds them. A refused
     batch writes a row with status 'refused' (nothing else: no table commit, no ledger entry). A
     run with nothing new writes no row: a scheduler calling every few minutes commits nothing. -#}
