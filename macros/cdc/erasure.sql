@@ -60,9 +60,9 @@
     {#- The staging SQL `sql` of source `node` without the change events of erased subjects, and with
         rectified old values replaced. For a source that declares subjects, one query per register that
         exists (none of the key values enter the SQL); nothing more until something was erased or
-        rectified. -#}
+        rectified. None at all when `make run` found both registers never written (CDC_REGISTERS_EMPTY). -#}
     {%- set subjects = node.meta.get('cdc_subjects') or {} -%}
-    {%- if not subjects or not execute -%}
+    {%- if not subjects or not execute or env_var('CDC_REGISTERS_EMPTY', '') == '1' -%}
         {{ return(sql) }}
     {%- endif -%}
     {%- set quoted = [] -%}

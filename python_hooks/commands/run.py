@@ -52,7 +52,13 @@ from python_hooks.landing.pending import (
 )
 from python_hooks.project import env, faults
 from python_hooks.project.dbt_args import split_shared_options
-from python_hooks.project.meta import BATCH_LOG, ERASURE_REGISTER, META_READY_VARIABLE, RECTIFICATION_REGISTER
+from python_hooks.project.meta import (
+    BATCH_LOG,
+    ERASURE_REGISTER,
+    META_READY_VARIABLE,
+    RECTIFICATION_REGISTER,
+    REGISTERS_EMPTY_VARIABLE,
+)
 from python_hooks.project.session import Session, SessionError, dbt_runner
 from python_hooks.project.sql import quoted_relation, sql_string
 from python_hooks.project.storage import StorageError, location
@@ -80,6 +86,7 @@ class Hooks:
     views: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     unchanged_views: set[str] = field(default_factory=set)
     single_writer: bool = False  # project/warehouse.py: Warehouse.single_writer
+    registers_empty: bool = False  # no erasure or rectification was ever recorded
 
 
 def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False, rebuild: bool = False) -> Hooks:
@@ -116,9 +123,18 @@ def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False, rebu
             if unreadable:
                 result.problems.extend(unreadable)
                 result.blocked_models.update({table.staging_model, table.model})
-        views, unchanged = {}, set()
-        if single_writer:  # on a shared target another run may change a view meanwhile: built every run
-            views, unchanged = _staging_views(warehouse, session.manifest, tables, idle, result.staging_inputs)
+        views, unchanged, registers_empty = {}, set(), False
+        # On a shared target another run (or an erasure) may change a view or a register meanwhile: there both
+        # are read by each batch.
+        if single_writer and any(t.model not in idle for t in tables):
+            registers = staging_views.registers_state(
+                warehouse, warehouse.meta_schema, (ERASURE_REGISTER, RECTIFICATION_REGISTER)
+            )
+            # never written: no batch need ask them (macros/cdc/erasure.sql: CDC_REGISTERS_EMPTY)
+            registers_empty = all(value == "None" for value in json.loads(registers or "[]"))
+            views, unchanged = _staging_views(
+                warehouse, session.manifest, tables, idle, result.staging_inputs, registers
+            )
     for table in (t for t in tables if is_listed_here(t.folder)):
         empty = empty_file_refusals(table)
         if empty:  # one line per file: this one says more than the footer's that evolve gave it
@@ -153,6 +169,7 @@ def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False, rebu
         views,
         unchanged - result.blocked_models,
         single_writer,
+        registers_empty,
     )
 
 
@@ -186,15 +203,12 @@ def empty_file_refusals(table: CdcTable) -> list[str]:
     ]
 
 
-def _staging_views(warehouse: Warehouse, manifest, tables, idle: set[str], inputs: dict[str, str]):
+def _staging_views(warehouse: Warehouse, manifest, tables, idle: set[str], inputs: dict[str, str], registers: str):
     """The fingerprints of the staging views of the tables with new files, and which of those views
     are as `make run` last built them (evolution/staging_views.py)."""
     candidates = [t.staging_model for t in tables if t.model not in idle and t.staging_model in inputs]
     if not candidates:
         return {}, set()
-    registers = staging_views.registers_state(
-        warehouse, warehouse.meta_schema, (ERASURE_REGISTER, RECTIFICATION_REGISTER)
-    )
     views = staging_views.fingerprints(manifest, candidates, inputs, registers)
     return views, staging_views.StagingViews(state_dir()).unchanged(views, warehouse.table_exists)
 
@@ -381,6 +395,8 @@ def run_pipeline(
     if found.manifest is not None:  # the hooks' session made sure every meta table exists
         handed[META_READY_VARIABLE] = "1"
         handed[SINGLE_WRITER_VARIABLE] = "1" if found.single_writer else "0"
+        if found.registers_empty:
+            handed[REGISTERS_EMPTY_VARIABLE] = "1"
     try:
         if nothing_new:
             from dbt.cli.main import dbtRunnerResult
@@ -441,6 +457,7 @@ HANDED_VARIABLES = (
     staging_views.UNCHANGED_VARIABLE,
     META_READY_VARIABLE,
     SINGLE_WRITER_VARIABLE,
+    REGISTERS_EMPTY_VARIABLE,
     accounting.ACCOUNTING_VARIABLE,
 )
 

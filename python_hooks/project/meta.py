@@ -27,6 +27,8 @@ META_TABLES = (
 )
 # Set by `make run` for its dbt build once every meta table exists: on-run-start creates nothing then.
 META_READY_VARIABLE = "CDC_META_READY"
+# Set by `make run` (embedded target) when neither personal-data register was ever written: no batch asks them.
+REGISTERS_EMPTY_VARIABLE = "CDC_REGISTERS_EMPTY"
 
 # cdc_batch_log's counters of ignored changes, by reason.
 IGNORED_COUNTERS = ("ignored_older", "ignored_redelivered", "ignored_tombstoned", "ignored_truncated")
