@@ -303,8 +303,10 @@ class RunSequences(RuleBasedStateMachine):
         self.extras = EXTRA_COLUMNS[: len(self.extras) + 1]
         self._step()
 
+    @precondition(lambda self: self.waiting or self._pending())
     @rule()
     def run(self):
+        """The pipeline, when a step changed something or files wait (a refused batch is tried again)."""
         context, stats = self.context, self.context.stats
         stats.steps += 1
         stats.runs += 1
