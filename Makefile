@@ -51,7 +51,8 @@ help:
 	@echo "make test-adapter-cluster  the same on the cluster target (a cluster of its own, warehouse on a local S3 server)"
 	@echo "make faults  the fault-injection suite on both targets: a run killed (SIGKILL) at every kill point, then repaired by the next;"
 	@echo "             then on a cluster of its own the same, and its Thrift Server, metastore PostgreSQL and worker hit mid-MERGE"
-	@echo "make fuzz    damaged raw files (FUZZ_EXAMPLES=20000 hypothesis cases without Spark), then every corpus case with Spark"
+	@echo "make fuzz    damaged raw files (FUZZ_EXAMPLES=20000 hypothesis cases without Spark), then every corpus case with Spark,"
+	@echo "             then FUZZ_SEQUENCES=25 sequences of runs (land, damage, remove, replace, add a column, run)"
 	@echo "make soak    a simulated day (SOAK_* knobs, docs/performance.md): runs, kills, maintenance, then every table checked"
 	@echo "make lint    sqlfluff, ruff, the import layers of python_hooks and the pre-commit checks"
 	@echo "make docs    build the dbt docs site (target/index.html, target/static_index.html) and the manual (target/manual/)"
@@ -240,13 +241,17 @@ faults: install check-java cluster-packages
 	$(BIN)/python -m pytest tests/pytest/test_faults_cluster.py --durations=20
 
 # Damaged raw files (tests/pytest/fuzz/, docs/operations.md): hypothesis on the Python side with FUZZ_EXAMPLES
-# cases (fresh random ones each time), then every recipe of the corpus through Spark; make test runs a smoke subset.
+# cases (fresh random ones each time), then every recipe of the corpus through Spark, then FUZZ_SEQUENCES fresh
+# sequences of runs (hypothesis.stateful: tests/pytest/fuzz/sequences.py); make test runs a smoke subset of each.
 fuzz: install check-java
-	rm -f data/fuzz-python.jsonl data/fuzz-spark.jsonl; mkdir -p data
+	rm -f data/fuzz-python.jsonl data/fuzz-spark.jsonl data/fuzz-sequences.jsonl; mkdir -p data
 	FUZZ_EXAMPLES=$(or $(FUZZ_EXAMPLES),20000) FUZZ_RANDOM=1 FUZZ_REPORT=data/fuzz-python.jsonl \
 	  $(BIN)/python -m pytest tests/pytest/unit/test_fuzz_raw_files.py --hypothesis-show-statistics -q
 	FUZZ_REPORT=data/fuzz-spark.jsonl $(BIN)/python -m pytest tests/pytest/test_fuzz_pipeline.py --durations=10
-	PYTHONPATH=tests/pytest $(BIN)/python -m fuzz.figures data/fuzz-python.jsonl data/fuzz-spark.jsonl
+	FUZZ_SEQUENCES=$(or $(FUZZ_SEQUENCES),25) FUZZ_REPORT=data/fuzz-sequences.jsonl \
+	  $(BIN)/python -m pytest tests/pytest/test_fuzz_sequences.py --durations=5
+	PYTHONPATH=tests/pytest $(BIN)/python -m fuzz.figures data/fuzz-python.jsonl data/fuzz-spark.jsonl \
+	  data/fuzz-sequences.jsonl
 
 # A simulated day (tests/pytest/soak/, docs/performance.md): SOAK_TABLES=20 tables, SOAK_MINUTES=1440, a run every
 # SOAK_RUN_EVERY=5 (SOAK_KILL_RATE=0.01 of them killed), maintain every SOAK_MAINTAIN_EVERY=60; report in SOAK_WORK.

@@ -1,7 +1,8 @@
 """The figures of a `make fuzz` run (docs/operations.md): cases tried and refused per kind, from the JSON
-lines the two fuzz tests write with FUZZ_REPORT.
+lines the fuzz tests write with FUZZ_REPORT; with a third report, the sequences of runs (fuzz/sequences.py).
 
-    PYTHONPATH=tests/pytest python -m fuzz.figures data/fuzz-python.jsonl data/fuzz-spark.jsonl"""
+    PYTHONPATH=tests/pytest python -m fuzz.figures data/fuzz-python.jsonl data/fuzz-spark.jsonl \
+      [data/fuzz-sequences.jsonl]"""
 
 from __future__ import annotations
 
@@ -9,6 +10,22 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
+
+
+def sequences(report: Path) -> list[str]:
+    """One line per search of run sequences (make test's short ones and make fuzz's search)."""
+    if not report.exists():
+        return []
+    lines = []
+    for search in (json.loads(line) for line in report.read_text(encoding="utf-8").splitlines()):
+        kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(search["kinds"].items())) or "none"
+        lines.append(
+            f"Run sequences ({search['search']}): {search['sequences']} sequences, {search['steps']} steps,"
+            f" {search['runs']} runs ({search['applied']} applied, {search['refused']} refused, {search['idle']}"
+            f" with nothing new), {search['damaged_landed']} damaged files landed ({search['damaged_taken']} taken;"
+            f" {kinds}), {search['failures']} failing"
+        )
+    return lines
 
 
 def figures(python_side: Path, spark: Path) -> list[str]:
@@ -29,4 +46,5 @@ def figures(python_side: Path, spark: Path) -> list[str]:
 
 
 if __name__ == "__main__":
-    print("\n".join(figures(Path(sys.argv[1]), Path(sys.argv[2]))))
+    runs = sequences(Path(sys.argv[3])) if len(sys.argv) > 3 else []
+    print("\n".join(figures(Path(sys.argv[1]), Path(sys.argv[2])) + runs))

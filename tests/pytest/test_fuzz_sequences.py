@@ -1,0 +1,68 @@
+"""Stateful fuzzing of run sequences (issue 43, part 3; the machine and its invariants: fuzz/sequences.py):
+land valid and damaged files, remove and replace them, add a column, run, in any order; after every run the
+table equals the replay of the accepted files, its columns are theirs, and the ledger, the batch log and the
+run's lines agree.
+
+Runs cost seconds: `make test` tries a few short sequences, the same every time (derandomized); `make fuzz`
+searches FUZZ_SEQUENCES fresh ones (marker fuzz_full) and reports its figures (FUZZ_REPORT, fuzz.figures).
+Failing sequences the search shrank are pinned in test_run_sequences.py as plain tests."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from fuzz.sequences import Context, RunSequences
+
+SEARCH = int(os.environ.get("FUZZ_SEQUENCES", "25"))
+
+
+def _search(dbt, spark, tmp_path, caplog, label: str, **options) -> None:
+    context = Context(dbt, spark, tmp_path, caplog)
+    try:
+        run_state_machine_as_test(
+            lambda: RunSequences(context),
+            settings=settings(deadline=None, suppress_health_check=list(HealthCheck), **options),
+        )
+    except BaseException:
+        context.stats.failures += 1
+        raise
+    finally:
+        print(context.stats.line())
+        context.stats.report(label)
+
+
+def test_short_run_sequences_keep_the_invariants(dbt, spark, tmp_path, caplog):
+    """`make test`: three sequences of at most six steps, the same every run."""
+    _search(
+        dbt, spark, tmp_path, caplog, "smoke", max_examples=3, stateful_step_count=6, derandomize=True, database=None
+    )
+
+
+@pytest.mark.fuzz_full
+def test_run_sequences_search(dbt, spark, tmp_path, caplog):
+    """`make fuzz`: FUZZ_SEQUENCES fresh sequences of at most ten steps."""
+    _search(dbt, spark, tmp_path, caplog, "search", max_examples=SEARCH, stateful_step_count=10)
+
+
+def test_a_scripted_sequence_keeps_the_invariants(dbt, spark, tmp_path, caplog):
+    """Every step once, in an order the first short sequences do not reach: a first run refused (a file
+    without its key column), the file replaced by a valid one, a column added, all applied; an applied file
+    removed and an empty one landed (refused); that one removed (nothing new)."""
+    machine = RunSequences(Context(dbt, spark, tmp_path, caplog))
+    machine.land_damaged(changes=[("I", 5, 0, 10), ("U", 1, 1, 20)], slot=0, kind="missing_key", seed=0)
+    machine.land_valid(changes=[("U", 2, 1, 5), ("D", 3, 0, 30)], slot=0)
+    machine.run()
+    machine.replace(pick=0, changes=[("I", 5, 2, 10), ("D", 1, 0, 25)], kind=None, seed=0)
+    machine.add_column()
+    machine.land_valid(changes=[("U", 2, 3, 1), ("I", 6, 1, 40)], slot=0)
+    machine.run()
+    machine.remove(pick=0)
+    machine.land_damaged(changes=[("U", 4, 1, 50)], slot=0, kind="zero_bytes", seed=0)
+    machine.run()
+    machine.remove(pick=2)
+    machine.run()
+    machine.teardown()
