@@ -108,6 +108,8 @@ def test_statements_and_commits_of_a_small_run(dbt, spark, tmp_path: Path, schem
     }
     print("measured:", measured, "commits:", dict(commits))
     assert all(commits[f"{schema}_current.{t}"] >= 1 for t in TABLES), commits  # every table took its file
+    for meta in ("cdc_batch_log", "cdc_file_ledger"):  # recorded, once for the whole run
+        assert commits[f"{schema}_cdc_meta.{meta}"] == 1, commits
     over = {name: (measured[name], ceiling) for name, ceiling in BUDGET.items() if measured[name] > ceiling}
     assert not over, f"over budget (measured, ceiling): {over}"
     assert not idle_commits, f"a run with nothing new committed: {dict(idle_commits)}"

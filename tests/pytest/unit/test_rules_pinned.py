@@ -11,11 +11,12 @@ from pathlib import Path
 import jinja2
 import pytest
 
+from python_hooks.commands.accounting import ACCOUNTING_PREFIX, ACCOUNTING_VARIABLE
 from python_hooks.evolution.types import compare_types
 from python_hooks.landing.files import HIDDEN_PREFIXES, RAW_SUFFIX, probe_name
 from python_hooks.landing.pending import RAW_PATH_FILTER_SQL
 from python_hooks.personal_data.subjects import SECRET_ENV, hash_sql
-from python_hooks.project.meta import meta_schema
+from python_hooks.project.meta import META_READY_VARIABLE, REGISTERS_EMPTY_VARIABLE, meta_schema
 from python_hooks.project.producers import (
     DEBEZIUM_DECODED_TYPES,
     DEFAULT_TIMESTAMP_COLUMN,
@@ -23,6 +24,7 @@ from python_hooks.project.producers import (
     METADATA_COLUMNS,
 )
 from python_hooks.project.sql import sql_string
+from python_hooks.project.warehouse import SINGLE_WRITER_VARIABLE
 
 MACROS = Path(__file__).resolve().parents[3] / "macros" / "cdc"
 
@@ -186,3 +188,19 @@ def test_a_snapshot_widens_a_column_as_the_hooks_promote_one():
         for new in types:
             promoted = compare_types(old, new).relation == "promote"
             assert (str(widens(old, new)).strip() == "True") is promoted, (old, new)
+
+
+@pytest.mark.parametrize(
+    ("macro", "handed"),
+    [
+        ("batch_log.sql", f"env_var('{ACCOUNTING_VARIABLE}', '') == 'run'"),
+        ("batch_log.sql", f"log('{ACCOUNTING_PREFIX}'"),
+        ("meta.sql", f"env_var('{META_READY_VARIABLE}', '') != '1'"),
+        ("publish.sql", f"env_var('{SINGLE_WRITER_VARIABLE}', '')"),
+        ("erasure.sql", f"env_var('{REGISTERS_EMPTY_VARIABLE}', '') == '1'"),
+    ],
+)
+def test_what_make_run_hands_to_the_macros_is_named_alike(macro, handed):
+    """commands/run.py hands these facts to its dbt build; a macro that read another name would never see them
+    (the ledger and the batch log would then never be written by a `make run`)."""
+    assert handed in (MACROS / macro).read_text(encoding="utf-8")
