@@ -13,10 +13,11 @@
 
     When it is written, so that it never claims what did not happen: after the table's commit (and
     the batch's tombstones), before the ledger records the batch's files. A run killed before its
-    row leaves no row (in `make run`, for no table of its build); if the table had committed, the next run reads the same files (they are not
-    in the ledger) and logs their changes as re-delivered: the table already holds them. A refused
-    batch writes a row with status 'refused' (nothing else: no table commit, no ledger entry). A
-    run with nothing new writes no row: a scheduler calling every few minutes commits nothing. -#}
+    row leaves no row (in `make run`, for no table of its build); if the table had committed, the next
+    run reads the same files (they are not in the ledger) and logs their changes as re-delivered: the
+    table already holds them. A refused batch writes a row with status 'refused' (nothing else: no
+    table commit, no ledger entry). A run with nothing new writes no row: a scheduler calling every few
+    minutes commits nothing. -#}
 
 {% macro cdc_batch_counts(files) %}
     {#- The batch-level counts, summed over the batch's files (the rows of cdc_batch_files_sql,
