@@ -100,7 +100,10 @@
         (the ledger's INSERT is the statement dbt reports for the model) or, deferred, as a line the
         run collects (python_hooks/commands/accounting.py: ACCOUNTING_PREFIX). -#}
     {%- if cdc_accounting_deferred() -%}
-        {{ log('cdc-accounting: ' ~ tojson({'model': target.identifier, 'batch_log': log_row, 'ledger': ledger_rows})) }}
+        {#- `meta_files`: when the run compacts the model's partitions of the meta tables (cdc_compaction). -#}
+        {%- set compaction = cdc_compaction_settings() -%}
+        {{ log('cdc-accounting: ' ~ tojson({'model': target.identifier, 'batch_log': log_row, 'ledger': ledger_rows,
+            'meta_files': compaction.meta_files if compaction.enabled else none})) }}
     {%- else -%}
         {%- do cdc_execute('insert into ' ~ cdc_meta_relation('cdc_batch_log') ~ ' ' ~ log_row) -%}
         {%- if ledger_rows is not none -%}

@@ -50,8 +50,12 @@ from {{ events }}
 
 
 {% macro cdc_batch_view(target, suffix) -%}
-    {#- Session-scoped temporary views holding one model's batch. -#}
-    {{ return(api.Relation.create(identifier=target.identifier ~ '__cdc_' ~ suffix, type='view').include(database=false, schema=false)) }}
+    {#- Session-scoped temporary views holding one model's batch, named for this dbt invocation: a
+        view left by a failed batch earlier in the same Spark session (a test process, `run --every`)
+        never collides with this one, so a batch need not look for leftovers first. `make run` drops
+        such leftovers after a failed build (python_hooks/commands/run.py: _drop_batch_views). -#}
+    {{ return(api.Relation.create(identifier=target.identifier ~ '__cdc_' ~ suffix ~ '_' ~ invocation_id[:8],
+        type='view').include(database=false, schema=false)) }}
 {%- endmacro %}
 
 
@@ -89,7 +93,6 @@ from {{ events }}
         that every later step reads the same files even while new ones land. An incremental batch
         reads those files only, with the staging model's SQL (cdc_staging_reader); nothing new
         reads no raw file at all. -#}
-    {%- do cdc_drop_batch_views(target, leftovers_only=true) -%}  {#- left over by a failed run in this session -#}
     {#- Where a test removes a planned raw file before the batch reads it (a lifecycle rule). -#}
     {%- do cdc_pause_point('before_batch') -%}
     {%- set mode = 'full' if full_build else 'incremental' -%}
@@ -160,21 +163,18 @@ from {{ events }}
             stored=stored, stored_columns=[] if stored is none else cdc_column_names(stored),
             table=target.identifier) -%}
     {%- endif -%}
-    {%- if files or full_build -%}
-        {%- do cdc_execute(
-            'create or replace temporary view ' ~ events_view
-            ~ ' as select *, ' ~ cdc_row_hash(business) ~ ' as _cdc_row_hash from (' ~ batch_sql ~ ') as batch'
-        ) -%}
-    {%- endif -%}
-    {#- Nothing new: no events view (no raw file is read). `counted`: the files relation holds each
-        file's change events (else the merge counts them: outcome.file_events). `record`: what the batch
-        log and the ledger read, as relations of literals: the files, and the merge's counts
-        (`outcome`, set by cdc_stash_outcome, batch_log.sql). -#}
+    {#- The batch's change events, as a subquery the merge reads once (no view: nothing to create
+        or drop); none when nothing is new (no raw file is read). `counted`: the files relation holds
+        each file's change events (else the merge counts them: outcome.file_events). `record`: what
+        the batch log and the ledger read, as relations of literals: the files, and the merge's counts
+        (`outcome`, set by cdc_stash_outcome, batch_log.sql), and the batch views created (`views`). -#}
+    {%- set events_sql = '(select *, ' ~ cdc_row_hash(business) ~ ' as _cdc_row_hash from (' ~ batch_sql ~ ') as batch)'
+        if files or full_build else none -%}
     {{ return({
         'files': files,
-        'events_view': events_view if files or full_build else none,
-        'events_relation': events_view,
-        'record': {'files': files_sql, 'outcome': none, 'views': ['events'] if files or full_build else []},
+        'events': events_sql,
+        'events_view': events_view,
+        'record': {'files': files_sql, 'outcome': none, 'views': []},
         'columns': (business + ['_cdc_row_hash']) if files or full_build else [],
         'counted': full_build or reader is none,
         'unchanged': unchanged,
@@ -182,17 +182,10 @@ from {{ events }}
 {% endmacro %}
 
 
-{% macro cdc_drop_batch_views(target, leftovers_only=false, views=none) %}
-    {#- Drops a model's batch views (dropping a cached view uncaches it). `leftovers_only`: first
-        look which exist (one statement), as at the start of a batch, where there are none unless a
-        run failed earlier in this session. `views`: the suffixes of the views this batch created
-        (its record's `views`), else every one there can be. -#}
+{% macro cdc_drop_batch_views(target, views=none) %}
+    {#- Drops a model's batch views (dropping a cached view uncaches it). `views`: the suffixes of
+        the views this batch created (its record's `views`), else every one there can be. -#}
     {%- set suffixes = views if views is not none else ['classified', 'changes', 'events'] -%}
-    {%- if leftovers_only -%}
-        {%- set prefix = target.identifier ~ '__cdc_' -%}
-        {%- set existing = run_query("show views like " ~ cdc_sql_string(prefix ~ '*')).columns[1].values() | map('lower') | list -%}
-        {%- set suffixes = suffixes | select('in', existing | map('replace', prefix | lower, '') | list) | list -%}
-    {%- endif -%}
     {%- for suffix in suffixes -%}
         {%- do cdc_execute('drop view if exists ' ~ cdc_batch_view(target, suffix)) -%}
     {%- endfor -%}

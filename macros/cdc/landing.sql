@@ -100,14 +100,21 @@
 {%- endmacro %}
 
 
+{% macro cdc_run_plan() -%}
+    {#- What `make run` listed and evolved before dbt started (CDC_RUN_PLAN, written by
+        python_hooks/commands/run.py from landing/pending.py and evolution/apply.py): per current-state
+        model, {folder, files, and, for a table the hooks evolved, columns (its columns after
+        evolution), staging_model and grouped (whether its raw files are read in groups)}. Empty for a
+        plain `dbt run`, a shared target, a folder Python does not list: then each model asks Spark. -#}
+    {{ return(fromjson(env_var('CDC_RUN_PLAN', '{}'))) }}
+{%- endmacro %}
+
+
 {% macro cdc_planned_files(node, model_name) -%}
-    {#- The raw files `make run` listed for `model_name` before dbt started (CDC_RUN_PLAN, written by
-        python_hooks/commands/run.py from landing/pending.py: the folder's files minus the ledger's, the
-        same rule as cdc_landing_pending), as [{name, path}], or none when the run has no plan for
-        it (a plain `dbt run`, a shared target, a folder Python does not list): then the model lists
-        them itself. -#}
-    {%- set plan = fromjson(env_var('CDC_RUN_PLAN', '{}')) -%}
-    {%- set entry = plan.get(model_name) -%}
+    {#- The raw files of the run's plan for `model_name` (the folder's files minus the ledger's, the
+        same rule as cdc_landing_pending), as [{name, path}], or none when the run has no plan for it:
+        then the model lists them itself. -#}
+    {%- set entry = cdc_run_plan().get(model_name) -%}
     {%- if entry is none or entry.folder != cdc_landing_folder(node) -%}
         {{ return(none) }}
     {%- endif -%}
@@ -116,6 +123,22 @@
         {%- do files.append({'name': file[0], 'path': file[1]}) -%}
     {%- endfor -%}
     {{ return(files) }}
+{%- endmacro %}
+
+
+{% macro cdc_planned_columns(model_name) -%}
+    {#- The table's column names as the hooks left it this run, or none (not in the plan): ask Spark. -#}
+    {{ return(cdc_run_plan().get(model_name, {}).get('columns')) }}
+{%- endmacro %}
+
+
+{% macro cdc_planned_groups(staging_model) -%}
+    {#- Whether the hooks registered file groups for `staging_model` this run (true/false), or none
+        when the plan does not say: then cdc_raw_file_groups is read. -#}
+    {%- for entry in cdc_run_plan().values() if entry.get('staging_model') == staging_model -%}
+        {{ return(entry.get('grouped')) }}
+    {%- endfor -%}
+    {{ return(none) }}
 {%- endmacro %}
 
 
@@ -221,7 +244,7 @@
     {%- set registry = cdc_meta_relation('cdc_raw_file_groups') -%}
     {%- set reads = [] -%}
     {%- set covered = [] -%}
-    {%- if load_relation(registry) is not none -%}
+    {%- if cdc_planned_groups(staging_model) is not false and load_relation(registry) is not none -%}
         {%- set groups = run_query(
             'select to_json(file_names), column_types from ' ~ registry
             ~ ' where staging_model = ' ~ cdc_sql_string(staging_model) ~ ' order by group_id'

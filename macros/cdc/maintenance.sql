@@ -57,13 +57,25 @@
 {%- endmacro %}
 
 
-{% macro cdc_upkeep_after_batch(target, settings) %}
-    {#- After a batch: the table's delete layout and the model's files in the meta tables in one
-        query, then whatever compaction is due (cdc_compact, cdc_compact_meta). -#}
+{% macro cdc_upkeep_after_batch(target, settings, layout=none) %}
+    {#- After a batch: whatever compaction is due (cdc_compact, cdc_compact_meta). `layout`: the
+        table's delete layout after the batch, when the batch knows it (merge.sql: its table's summary
+        totals before it, plus the rows its MERGE changes); else it is read, with the model's files in
+        the meta tables, in one query. In `make run` the meta tables are compacted once per run
+        instead (python_hooks/commands/accounting.py: compact_meta), like their accounting. -#}
     {%- if settings.enabled -%}
-        {%- set row = run_query('select ' ~ ((cdc_delete_layout_sql(target) + cdc_meta_file_counts_sql(target.identifier)) | join(', '))).rows[0] -%}
-        {%- do cdc_compact(target, settings, layout=cdc_delete_layout_of(row)) -%}
-        {%- do cdc_compact_meta(target.identifier, settings, files=row[3:]) -%}
+        {%- set meta = not cdc_accounting_deferred() -%}
+        {%- set parts = ([] if layout is not none else cdc_delete_layout_sql(target))
+            + (cdc_meta_file_counts_sql(target.identifier) if meta else []) -%}
+        {%- set row = run_query('select ' ~ (parts | join(', '))).rows[0] if parts else [] -%}
+        {%- if layout is none -%}
+            {%- set layout = cdc_delete_layout_of(row) -%}
+            {%- set row = row[3:] -%}
+        {%- endif -%}
+        {%- do cdc_compact(target, settings, layout=layout) -%}
+        {%- if meta -%}
+            {%- do cdc_compact_meta(target.identifier, settings, files=row) -%}
+        {%- endif -%}
     {%- endif -%}
 {% endmacro %}
 

@@ -40,25 +40,30 @@
         {%- endif -%}
         {%- call statement('main') -%}
             {{ create_table_as(False, target, 'select *, ' ~ cdc_run_timestamp() ~ ' as _cdc_applied_at from '
-                ~ batch.events_view ~ ' where false') }}
+                ~ batch.events ~ ' as events where false') }}
         {%- endcall -%}
         {%- do persist_constraints(target, model) -%}
         {%- if batch.files -%}
             {#- The table was created empty in this run: the model's ledger and tombstones start again. -#}
             {%- do cdc_execute('delete from ' ~ cdc_meta_relation('cdc_file_ledger') ~ ' where model_name = ' ~ model_name) -%}
             {%- do cdc_execute('delete from ' ~ cdc_meta_relation('cdc_tombstones') ~ ' where model_name = ' ~ model_name) -%}
-            {%- do cdc_apply_batch(target, batch.events_view, unique_key, batch.record, into_empty=true,
+            {%- do cdc_apply_batch(target, batch.events, unique_key, batch.record, into_empty=true,
                 source_columns=batch.columns) -%}
         {%- endif -%}
     {%- elif batch.files -%}
-        {%- set target_columns = cdc_column_names(target) -%}
+        {#- The table's columns as the hooks left them (`make run`'s plan), else asked. -#}
+        {%- set target_columns = cdc_planned_columns(target.identifier) or cdc_column_names(target) -%}
         {%- set known = target_columns | map('lower') | list -%}
         {%- if batch.columns | map('lower') | reject('in', known) | list -%}
-            {#- Columns the hooks did not add (a plain `dbt run`): as the model's on_schema_change says. -#}
-            {%- do process_schema_changes(config.get('on_schema_change', 'append_new_columns'), batch.events_relation, existing) -%}
+            {#- Columns the hooks did not add (a plain `dbt run`): as the model's on_schema_change says,
+                which reads them from a relation (the only batch view made for it). -#}
+            {%- do cdc_execute('create or replace temporary view ' ~ batch.events_view ~ ' as select * from '
+                ~ batch.events ~ ' as events') -%}
+            {%- do batch.record.views.append('events') -%}
+            {%- do process_schema_changes(config.get('on_schema_change', 'append_new_columns'), batch.events_view, existing) -%}
             {%- set target_columns = cdc_column_names(target) -%}
         {%- endif -%}
-        {%- do cdc_apply_batch(target, batch.events_view, unique_key, batch.record,
+        {%- do cdc_apply_batch(target, batch.events, unique_key, batch.record,
             target_columns=target_columns, source_columns=batch.columns, unchanged=batch.unchanged) -%}
     {%- endif -%}
 
@@ -89,7 +94,7 @@
     {%- endif -%}
     {%- do cdc_drop_batch_views(target, views=batch.record.views) -%}
     {%- if batch.files and not full_build -%}
-        {%- do cdc_upkeep_after_batch(target, cdc_compaction_settings()) -%}  {#- maintenance.sql -#}
+        {%- do cdc_upkeep_after_batch(target, cdc_compaction_settings(), layout=batch.record.get('layout')) -%}  {#- maintenance.sql -#}
     {%- endif -%}
 
     {%- do apply_grants(target, grant_config, should_revoke(existing, full_refresh_mode=full_build)) -%}

@@ -140,6 +140,16 @@
         {%- do by_outcome.update({row[0]: row[1]}) -%}
     {%- endfor -%}
     {%- do cdc_stash_outcome(record, cdc_outcome(batch_outcome, by_outcome, rows_truncated)) -%}
+    {%- if state.layout is not none -%}
+        {#- The table's delete layout after this batch, for its upkeep (maintenance.sql), from the
+            totals before it: merge-on-read writes each updated row again and marks the old one
+            deleted, in one more delete file (at least). -#}
+        {%- set changed = by_outcome.get('update', 0) + by_outcome.get('delete', 0) -%}
+        {%- do record.update({'layout': {
+            'data_rows': state.layout.data_rows + by_outcome.get('insert', 0) + by_outcome.get('update', 0),
+            'deleted_rows': state.layout.deleted_rows + changed,
+            'delete_files': state.layout.delete_files + (1 if changed > 0 else 0)}}) -%}
+    {%- endif -%}
     {%- set matched = by_outcome.get('update', 0) + by_outcome.get('delete', 0) > 0 -%}
     {%- set inserts = by_outcome.get('insert', 0) > 0 -%}
     {%- if not matched and not inserts -%}

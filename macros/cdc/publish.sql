@@ -3,14 +3,24 @@
 
 {% macro cdc_table_state(target) -%}
     {#- One query for what a batch needs to know of its table: the snapshot `main` points at (none
-        for a table without one), the names of its branches, and the bytes of its data files then. -#}
-    {%- set state = {'snapshot': none, 'branches': [], 'bytes': 0} -%}
-    {%- for row in run_query(
-            'select refs.name, refs.type, refs.snapshot_id, snapshots.summary[' ~ "'total-files-size'" ~ ']'
-            ~ ' from ' ~ target ~ '.refs as refs left join ' ~ target ~ '.snapshots as snapshots'
-            ~ ' on refs.snapshot_id = snapshots.snapshot_id').rows -%}
+        for a table without one), the names of its branches, the bytes of its data files then, and
+        its delete layout then (`layout`: data rows, position-deleted rows, delete files, from the
+        snapshot's summary totals; none when the summary lacks them). -#}
+    {%- set state = {'snapshot': none, 'branches': [], 'bytes': 0, 'layout': none} -%}
+    {%- set totals = ['total-files-size', 'total-records', 'total-position-deletes', 'total-delete-files'] -%}
+    {%- set sql -%}
+        select refs.name, refs.type, refs.snapshot_id
+            {%- for total in totals %}, snapshots.summary[{{ cdc_sql_string(total) }}]{% endfor %}
+        from {{ target }}.refs as refs left join {{ target }}.snapshots as snapshots
+            on refs.snapshot_id = snapshots.snapshot_id
+    {%- endset -%}
+    {%- for row in run_query(sql).rows -%}
         {%- if row[0] == 'main' -%}
             {%- do state.update({'snapshot': row[2] | int, 'bytes': (row[3] or 0) | int}) -%}
+            {%- if row[4] is not none and row[5] is not none and row[6] is not none -%}
+                {%- do state.update({'layout': {'data_rows': row[4] | int, 'deleted_rows': row[5] | int,
+                    'delete_files': row[6] | int}}) -%}
+            {%- endif -%}
         {%- elif row[1] | upper == 'BRANCH' -%}
             {%- do state.branches.append(row[0]) -%}
         {%- endif -%}

@@ -9,6 +9,11 @@ the batch log's rule needs: a row never claims what did not happen; a table comm
 ledger is applied again by the next run, which changes nothing and logs its changes as re-delivered).
 
 A plain `dbt run` writes both at the end of each batch, as before.
+
+The meta tables' upkeep follows the accounting: each batch writes a file to its model's partition of the
+ledger and the batch log (and of the tombstones, if it had deletes), so `compact_meta` bin-packs a model's
+partitions once per run, when one holds the model's `cdc_compaction.meta_files` files (its record says how
+many); a plain `dbt run` does it after each batch (macros/cdc/maintenance.sql: cdc_compact_meta).
 """
 
 from __future__ import annotations
@@ -16,8 +21,8 @@ from __future__ import annotations
 import json
 import logging
 
-from python_hooks.project.meta import BATCH_LOG, FILE_LEDGER
-from python_hooks.project.sql import quoted_relation
+from python_hooks.project.meta import BATCH_LOG, FILE_LEDGER, TOMBSTONES
+from python_hooks.project.sql import quoted_relation, sql_string
 from python_hooks.project.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
@@ -56,3 +61,30 @@ def record(warehouse: Warehouse, records: list[dict]) -> int:
         rows = " union all ".join(f"({sql})" for sql in ledger)
         warehouse.execute(f"insert into {quoted_relation(meta, FILE_LEDGER)} {rows}")
     return len(records)
+
+
+# The meta tables a model's batches write a file to, partitioned by model_name (macros/cdc/meta.sql).
+META_COMPACTED = (TOMBSTONES, FILE_LEDGER, BATCH_LOG)
+
+
+def compact_meta(warehouse: Warehouse, records: list[dict]) -> list[tuple[str, str]]:
+    """Bin-packs the partitions of the recorded models that hold their `meta_files` files or more: one
+    query over the three tables' partitions, then one rewrite per partition due (rows unchanged). Returns
+    the (table, model) pairs compacted."""
+    thresholds = {r["model"]: int(r["meta_files"]) for r in records if r.get("meta_files")}
+    if not thresholds:
+        return []
+    meta = warehouse.meta_schema
+    models = ", ".join(sql_string(model) for model in sorted(thresholds))
+    counts = " union all ".join(
+        f"select {sql_string(table)}, partition.model_name, file_count"
+        f" from {quoted_relation(meta, table)}.partitions where partition.model_name in ({models})"
+        for table in META_COMPACTED
+    )
+    due = [(table, model) for table, model, files in warehouse.query(counts) if files >= thresholds[model]]
+    for table, model in due:
+        warehouse.execute(
+            f"call spark_catalog.system.rewrite_data_files(table => {sql_string(f'{meta}.{table}')},"
+            f" where => {sql_string(f'model_name = {sql_string(model)}')}, options => map('min-input-files', '2'))"
+        )
+    return due

@@ -116,6 +116,12 @@ def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False, rebu
         single_writer = warehouse.single_writer
         plan = waiting.plan if single_writer else {}
         result = evolve(warehouse, session.manifest, state_dir(), skip=idle)
+        for table in tables:  # what the hooks know of each planned table, so that its batch need not ask again
+            entry = plan.get(table.identifier)
+            if entry is not None and table.model in result.columns:
+                entry["columns"] = result.columns[table.model]
+                entry["staging_model"] = table.staging_model
+                entry["grouped"] = table.staging_model in result.grouped
         for table in tables:  # before any statement reads them: a file Spark could not read, refused in words
             if table.model in idle or table.model in result.blocked_models or not is_listed_here(table.folder):
                 continue
@@ -410,6 +416,9 @@ def run_pipeline(
                         *exclude,
                         "--exclude-resource-type",
                         "unit_test",
+                        # dbt lists only the schemas of the nodes it builds (one `show table extended` each),
+                        # not every schema of the project
+                        "--cache-selected-only",
                         *(["--quiet"] if quiet else []),
                         *dbt_args,
                         *common_args,
@@ -420,11 +429,20 @@ def run_pipeline(
             runner.manifest = given
         if collector is not None:
             runner.callbacks.remove(collector)
+    if not result.success:
+        _drop_batch_views()
     recorded = True
     if collector is not None and collector.records:
         try:
             with Warehouse.open(common_args) as warehouse:
                 accounting.record(warehouse, collector.records)
+                try:  # upkeep only: the rows are recorded, a failure leaves the partitions as they are
+                    accounting.compact_meta(warehouse, collector.records)
+                except Exception as error:
+                    log.warning(
+                        "the meta tables' compaction after this run failed (they stay correct): %s",
+                        (str(error).strip().splitlines() or [type(error).__name__])[0],
+                    )
         except Exception as error:  # the warehouse went away after the build: said in one line, the run fails
             recorded = False
             log.error(
@@ -460,6 +478,23 @@ HANDED_VARIABLES = (
     REGISTERS_EMPTY_VARIABLE,
     accounting.ACCOUNTING_VARIABLE,
 )
+
+
+def _drop_batch_views() -> None:
+    """The batch views a failed build left in this process's Spark session (the embedded target; named per
+    invocation by macros/cdc/current_state.sql: cdc_batch_view, so they never collide with a later
+    batch's): dropped, which uncaches them, so that a long-lived process (`run --every`) does not keep
+    them. On the cluster target each dbt connection's session ends with the build, and its views."""
+    session_class = getattr(sys.modules.get("pyspark.sql.session"), "SparkSession", None)
+    session = getattr(session_class, "_instantiatedSession", None)
+    if session is None:
+        return
+    try:
+        for row in session.sql("show views like '*__cdc_*'").collect():
+            if row.isTemporary:
+                session.catalog.dropTempView(row.viewName)
+    except Exception as error:  # a cleanup: the run's outcome is already decided
+        log.debug("could not drop the failed batches' views: %s", error)
 
 
 @contextlib.contextmanager

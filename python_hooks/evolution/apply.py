@@ -68,6 +68,11 @@ class EvolutionResult:
     # staging model -> what its view's SQL is made of: the raw files' union schema and file groups
     # (evolution/staging_views.py fingerprints it)
     staging_inputs: dict[str, str] = field(default_factory=dict)
+    # model -> its table's column names after this run's changes (tables that existed), and the staging
+    # models whose raw files are read in groups: handed to the batches in the run's plan
+    # (commands/run.py), so that a batch need not ask Spark again
+    columns: dict[str, list[str]] = field(default_factory=dict)
+    grouped: set[str] = field(default_factory=set)
 
     @property
     def ok(self) -> bool:
@@ -210,7 +215,8 @@ def _evolve_table(
     if not files:
         log.info("%s: no raw file yet", table.model)
         return
-    found = inspect_table(table, files, cache, warehouse.columns(table.schema, table.identifier))
+    warehouse_columns = warehouse.columns(table.schema, table.identifier)
+    found = inspect_table(table, files, cache, warehouse_columns)
     problems, plan, incoming = found.problems, found.plan, found.incoming
     if problems or plan is None or incoming is None or found.union is None:
         result.problems.extend(problems)
@@ -226,9 +232,14 @@ def _evolve_table(
         warehouse.execute(change.sql())
         result.applied.append(change)
         faults.point("during_schema_evolution", table.identifier)  # between two ALTERs
+    if warehouse_columns is not None:
+        result.columns[table.model] = [name for name, _ in warehouse_columns] + [
+            change.column for change in plan.changes if change.action == "add_column"
+        ]
     raw_types = {name.lower(): t for name, t in _spark_types(union)}
     groups = file_groups(table.folder, found.file_types, raw_types)
     if len(groups) > 1:
+        result.grouped.add(table.staging_model)
         log.info("%s: raw files hold %d type variants: staging reads them separately", table.model, len(groups))
         business_types = json.dumps({name.lower(): t for name, t in _spark_types(incoming)})
         group_rows[table.staging_model] = [(i, g, business_types) for i, g in enumerate(groups)]
