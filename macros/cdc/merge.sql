@@ -69,11 +69,23 @@
         ~ ' as ' ~ cdc_batch_changes_sql(events, tombstones, keys, every_event=true)
     ) -%}
     {%- do record.views.append('changes') -%}
-    {%- set files = run_query(cdc_batch_files_sql(changes, keys)).rows -%}
+    {%- set last = cdc_last_changes(changes) -%}
+    {#- The table as the batch finds it (step 5 reads it at that snapshot). On the single-writer target,
+        a small table (its data files within cdc_one_merge_max_bytes) takes the whole batch in one
+        MERGE (step 6), and its last changes are classified against the table in the same query as
+        the validation (`classified_now`: no query of its own). -#}
+    {%- set state = none if into_empty else cdc_table_state(target) -%}
+    {%- set single_writer = cdc_single_writer() -%}
+    {%- set one_merge = state is not none and single_writer and state.snapshot is not none
+        and state.bytes <= cdc_one_merge_max_bytes() -%}
+    {%- set effective_sql = none if state is none else cdc_effective_changes_sql(last,
+        target if state.snapshot is none else '(select * from ' ~ target ~ ' version as of ' ~ state.snapshot ~ ')',
+        keys, outcome=true) -%}
+    {%- set files = run_query(cdc_batch_files_sql(changes, keys, classify=effective_sql if one_merge else none)).rows -%}
     {%- set truncate = cdc_validate_batch(target, files, keys, record) -%}
     {%- do cdc_fault_point('after_validate') -%}
     {%- set batch_outcome = cdc_batch_counts(files) -%}
-    {%- set last = cdc_last_changes(changes) -%}
+    {%- set classified_now = cdc_classified_counts(files) if one_merge else none -%}
     {%- set rows_truncated = 0 -%}
     {%- set deletes = batch_outcome.last_deletes > 0 -%}
 
@@ -115,30 +127,34 @@
            last change is classified once (`classified`: insert, update, delete, or why it changes
            nothing, counted for the batch log). The target is read at one snapshot
            (`read_snapshot`), the base of step 6's publish. -#}
-    {%- set state = cdc_table_state(target) -%}
-    {%- set single_writer = cdc_single_writer() -%}
+    {%- if truncate is not none -%}
+        {#- The truncate changed the table: the comparison reads it as it is now. -#}
+        {%- set state = cdc_table_state(target) -%}
+        {%- set effective_sql = cdc_effective_changes_sql(last, target if state.snapshot is none
+            else '(select * from ' ~ target ~ ' version as of ' ~ state.snapshot ~ ')', keys, outcome=true) -%}
+        {%- set classified_now = none -%}
+    {%- endif -%}
     {%- do cdc_drop_stale_branches(target, state.branches, 0 if single_writer else 3600) -%}
     {%- set read_snapshot = state.snapshot -%}
-    {%- set current_rows = target if read_snapshot is none
-        else '(select * from ' ~ target ~ ' version as of ' ~ read_snapshot ~ ')' -%}
-    {#- On the single-writer target, a small table (its data files within cdc_one_merge_max_bytes)
-        takes the whole batch in one MERGE, inserts included: its outer join then broadcasts the
-        table, one commit publishes the batch, no branch is needed, and the comparison is not
-        cached (the MERGE repeats it on the rows it joins). A larger table keeps the append +
-        matched-only MERGE (6), which never shuffles the table. Not on a shared target: there
-        another run could commit between the comparison and the MERGE, and the batch log would
-        count what that run applied; the branch's publish check (cdc_publish_branch) catches it. -#}
-    {%- set one_merge = single_writer and read_snapshot is not none and state.bytes <= cdc_one_merge_max_bytes() -%}
-    {%- set effective_sql = cdc_effective_changes_sql(last, current_rows, keys, outcome=true) -%}
+    {#- The one MERGE takes inserts too: its outer join then broadcasts the table, one commit
+        publishes the batch, no branch is needed, and the comparison is not cached (the MERGE
+        repeats it on the rows it joins). A larger table keeps the append + matched-only MERGE (6),
+        which never shuffles the table. Not on a shared target: there another run could commit
+        between the comparison and the MERGE, and the batch log would count what that run applied;
+        the branch's publish check (cdc_publish_branch) catches it. -#}
     {%- if not one_merge -%}
         {%- do cdc_execute('cache table ' ~ classified ~ ' as ' ~ effective_sql) -%}
         {%- do record.views.append('classified') -%}
     {%- endif -%}
     {%- set by_outcome = {} -%}
-    {%- for row in run_query('select _cdc_outcome, count(*) from '
-            ~ (('(' ~ effective_sql ~ ') as classified') if one_merge else classified) ~ ' group by _cdc_outcome').rows -%}
-        {%- do by_outcome.update({row[0]: row[1]}) -%}
-    {%- endfor -%}
+    {%- if classified_now is not none -%}
+        {%- do by_outcome.update(classified_now) -%}
+    {%- else -%}
+        {%- for row in run_query('select _cdc_outcome, count(*) from '
+                ~ (('(' ~ effective_sql ~ ') as classified') if one_merge else classified) ~ ' group by _cdc_outcome').rows -%}
+            {%- do by_outcome.update({row[0]: row[1]}) -%}
+        {%- endfor -%}
+    {%- endif -%}
     {%- do cdc_stash_outcome(record, cdc_outcome(batch_outcome, by_outcome, rows_truncated)) -%}
     {%- if state.layout is not none -%}
         {#- The table's delete layout after this batch, for its upkeep (maintenance.sql), from the

@@ -61,14 +61,17 @@
 {%- endmacro %}
 
 
-{% macro cdc_batch_files_sql(changes, keys) %}
+{% macro cdc_batch_files_sql(changes, keys, classify=none) %}
     {#- One row per raw file of the batch, from the cached batch (`changes`, every event with its
         `_cdc_batch_outcome`): everything a batch needs to know before it writes, in one query:
         0 file, 1 change events, 2 newest truncate (fixed-width text, so the greatest is the newest
         (_cdc_ts, _cdc_seq)), 3 the unknown operations (at most 5, for the message), 4 truncates,
         5 redelivered, 6 superseded, 7 ignored as older than a truncate, 8 ignored as older than a
         tombstone, 9 newest commit time, 10 the last changes per key that are deletes,
-        11.. the validation checks (cdc_validation_checks). -#}
+        11.. the validation checks (cdc_validation_checks). `classify`: the last changes classified
+        against the table (cdc_effective_changes_sql with outcome), whose counts per outcome are
+        added to every row (`outcome_<name>`, read by cdc_classified_counts). -#}
+    {%- set per_file -%}
         select
             _cdc_source_file,
             count(*) as change_events,
@@ -87,5 +90,37 @@
             {%- endfor %}
         from {{ changes }}
         group by _cdc_source_file
+    {%- endset -%}
+    {%- if classify is none %}
+        {{ per_file }}
         order by _cdc_source_file
+    {%- else %}
+        select per_file.*, classified.*
+        from ({{ per_file }}) as per_file
+        cross join (
+            select
+                {%- for name in cdc_outcomes() %}
+                count_if(_cdc_outcome = {{ cdc_sql_string(name) }}) as outcome_{{ name }}{{ ',' if not loop.last }}
+                {%- endfor %}
+            from ({{ classify }}) as classify
+        ) as classified
+        order by per_file._cdc_source_file
+    {%- endif %}
 {% endmacro %}
+
+
+{% macro cdc_outcomes() -%}
+    {#- What a last change does to the table (cdc_effective_changes_sql's _cdc_outcome). -#}
+    {{ return(['insert', 'update', 'delete', 'older', 'redelivered', 'no_row']) }}
+{%- endmacro %}
+
+
+{% macro cdc_classified_counts(files) -%}
+    {#- The counts per outcome of cdc_batch_files_sql's `classify` columns (the same on every row),
+        by column name; all 0 for a batch without rows. -#}
+    {%- set counts = {} -%}
+    {%- for name in cdc_outcomes() -%}
+        {%- do counts.update({name: (files[0]['outcome_' ~ name] | int) if files | length > 0 else 0}) -%}
+    {%- endfor -%}
+    {{ return(counts) }}
+{%- endmacro %}
