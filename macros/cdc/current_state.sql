@@ -174,7 +174,7 @@ from {{ events }}
         'files': files,
         'events': events_sql,
         'events_view': events_view,
-        'record': {'files': files_sql, 'outcome': none, 'views': []},
+        'record': {'files': files_sql, 'outcome': none, 'views': [], 'tombstones': []},
         'columns': (business + ['_cdc_row_hash']) if files or full_build else [],
         'counted': full_build or reader is none,
         'unchanged': unchanged,

@@ -84,7 +84,7 @@
             cross join {{ batch.record.outcome }} as outcome
             {%- endif %}
         {%- endset -%}
-        {%- do cdc_account(target, cdc_batch_log_row_sql(target, batch.record), ledger) -%}
+        {%- do cdc_account(target, cdc_batch_log_row_sql(target, batch.record), ledger, tombstones=batch.record.tombstones) -%}
         {%- if cdc_accounting_deferred() and not full_build -%}
             {%- do store_result('main', response='applied; recorded at the end of the run') -%}
         {%- endif -%}

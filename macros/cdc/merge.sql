@@ -95,10 +95,9 @@
     {%- if truncate is not none -%}
         {%- set truncate_ts = "cast('" ~ truncate[0] ~ "' as timestamp)" -%}
         {%- set truncate_seq = cdc_sql_string(truncate[1]) -%}
-        {%- do cdc_execute(
-            'insert into ' ~ tombstone_table ~ ' select ' ~ model_name ~ ", '*', "
-            ~ truncate_ts ~ ', ' ~ truncate_seq ~ ", 'truncate', current_timestamp()"
-        ) -%}
+        {%- do cdc_write_tombstones(target, 'select ' ~ model_name ~ " as model_name, '*' as key_json, "
+            ~ truncate_ts ~ ' as _cdc_ts, ' ~ truncate_seq ~ " as _cdc_seq, 'truncate' as _cdc_source_file,"
+            ~ ' current_timestamp() as recorded_at', 'truncate', record) -%}
         {%- set older_than_truncate = '_cdc_ts < ' ~ truncate_ts
             ~ ' or (_cdc_ts = ' ~ truncate_ts ~ ' and _cdc_seq <= ' ~ truncate_seq ~ ')' -%}
         {%- set rows_truncated = run_query('select count(*) from ' ~ target ~ ' where ' ~ older_than_truncate).columns[0].values()[0] -%}
@@ -116,7 +115,7 @@
             {'insert': last_count - batch_outcome.last_deletes, 'no_row': batch_outcome.last_deletes}, rows_truncated)) -%}
         {%- do cdc_execute(cdc_insert_changes_sql(target, last, cdc_merge_values(target_columns, source_columns))) -%}
         {%- if deletes -%}
-            {%- do cdc_record_tombstones(target, last) -%}
+            {%- do cdc_record_tombstones(target, last, record) -%}
         {%- endif -%}
         {{ return(none) }}
     {%- endif -%}
@@ -170,7 +169,7 @@
     {%- set inserts = by_outcome.get('insert', 0) > 0 -%}
     {%- if not matched and not inserts -%}
         {%- if deletes -%}
-            {%- do cdc_record_tombstones(target, last) -%}
+            {%- do cdc_record_tombstones(target, last, record) -%}
         {%- endif -%}
         {{ return(none) }}
     {%- endif -%}
@@ -198,7 +197,7 @@
         {%- do cdc_execute(cdc_merge_matched_sql(target, last, keys, target_columns, values, inserts=inserts, unchanged=unchanged)) -%}
         {%- do cdc_fault_point('after_merge') -%}
         {%- if deletes -%}
-            {%- do cdc_record_tombstones(target, last) -%}
+            {%- do cdc_record_tombstones(target, last, record) -%}
             {%- do cdc_fault_point('after_tombstones') -%}
         {%- endif -%}
         {{ return(none) }}
@@ -229,7 +228,7 @@
     {#- 7. The batch's deletes become tombstones, once the target has committed (then the post-hook
            records the batch's files in the ledger). -#}
     {%- if deletes -%}
-        {%- do cdc_record_tombstones(target, last) -%}
+        {%- do cdc_record_tombstones(target, last, record) -%}
         {%- do cdc_fault_point('after_tombstones') -%}
     {%- endif -%}
     {{ return(none) }}
@@ -295,16 +294,32 @@ where s._cdc_op <> 'D'
 {%- endmacro %}
 
 
-{% macro cdc_record_tombstones(target, changes) %}
+{% macro cdc_record_tombstones(target, changes, record) %}
     {#- The batch's deletes (in `changes`, step 3) become tombstones, once the target has committed
         (step 7, or the post-hook of a full build). Not before: a write to cdc_tombstones makes Spark
         drop its cache of every query that reads it (the batch's changes, the effective changes),
         and the MERGE would compute them again. Safe in this order: if this commit fails, the
         ledger does not record the batch, the rerun applies it again, its deletes find no row (no
         MERGE) and are recorded then. -#}
-    {%- do cdc_execute(
-        'insert into ' ~ cdc_meta_relation('cdc_tombstones')
-        ~ ' select ' ~ cdc_sql_string(target.identifier) ~ ', _cdc_key_json, _cdc_ts, _cdc_seq, _cdc_source_file,'
-        ~ ' current_timestamp() from ' ~ changes ~ " where _cdc_op = 'D'"
-    ) -%}
+    {%- do cdc_write_tombstones(target, 'select ' ~ cdc_sql_string(target.identifier) ~ ' as model_name,'
+        ~ ' _cdc_key_json as key_json, _cdc_ts, _cdc_seq, _cdc_source_file, current_timestamp() as recorded_at'
+        ~ ' from ' ~ changes ~ " where _cdc_op = 'D'", 'deletes', record) -%}
+{% endmacro %}
+
+
+{% macro cdc_write_tombstones(target, rows_sql, kind, record) %}
+    {#- Writes tombstone rows (`rows_sql`, the columns of cdc_tombstones) now, or, in `make run` on the
+        single-writer target, to this model's spool folder for `kind` (Parquet files, no table, no
+        commit: CDC_TOMBSTONE_SPOOL, handed by python_hooks/commands/run.py), which the run inserts into
+        cdc_tombstones once for every batch, with the batch log and the ledger
+        (python_hooks/commands/accounting.py). The folder is the batch's (`record.tombstones`): a
+        folder an earlier, killed run left is overwritten, and never read unless this batch wrote it. -#}
+    {%- set spool = env_var('CDC_TOMBSTONE_SPOOL', '') -%}
+    {%- if spool and cdc_accounting_deferred() -%}
+        {%- set folder = spool ~ '/' ~ target.schema ~ '/' ~ target.identifier ~ '/' ~ kind -%}
+        {%- do cdc_execute('insert overwrite directory ' ~ cdc_sql_string(folder) ~ ' using parquet ' ~ rows_sql) -%}
+        {%- do record.tombstones.append(folder) -%}
+    {%- else -%}
+        {%- do cdc_execute('insert into ' ~ cdc_meta_relation('cdc_tombstones') ~ ' ' ~ rows_sql) -%}
+    {%- endif -%}
 {% endmacro %}

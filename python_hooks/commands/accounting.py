@@ -1,6 +1,6 @@
 """Accounting once per run: the batch log and the ledger get one INSERT each for every table `make run`
 applied, after its dbt build, instead of two commits per table inside it (so a model node commits only its
-own table, and its tombstones).
+own table; on the single-writer target its tombstones too are spooled to Parquet and inserted here, once).
 
 Each batch says what to record in a line its materialization logs (macros/cdc/batch_log.sql:
 `cdc_account`, when CDC_ACCOUNTING=run): its batch-log row and its ledger rows, as SELECTs of literals. This
@@ -22,13 +22,15 @@ import json
 import logging
 
 from python_hooks.project.meta import BATCH_LOG, FILE_LEDGER, TOMBSTONES
-from python_hooks.project.sql import quoted_relation, sql_string
+from python_hooks.project.sql import quote_ident, quoted_relation, sql_string
 from python_hooks.project.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
 
 ACCOUNTING_VARIABLE = "CDC_ACCOUNTING"  # "run": the macros leave the recording to `record`
 ACCOUNTING_PREFIX = "cdc-accounting: "
+# Where the batches of `make run` on the single-writer target write their tombstones, to be inserted once.
+TOMBSTONE_SPOOL_VARIABLE = "CDC_TOMBSTONE_SPOOL"
 
 
 class Accounting:
@@ -49,11 +51,15 @@ class Accounting:
 
 
 def record(warehouse: Warehouse, records: list[dict]) -> int:
-    """Writes the collected records: one INSERT into the batch log, then one into the ledger. Returns
-    how many batches were recorded."""
+    """Writes the collected records: the batches' spooled tombstones (one INSERT, when any), then one
+    INSERT into the batch log, then one into the ledger. Returns how many batches were recorded."""
     if not records:
         return 0
     meta = warehouse.meta_schema
+    folders = [folder for r in records for folder in r.get("tombstones") or []]
+    if folders:  # macros/cdc/merge.sql: cdc_write_tombstones, each folder this run's own
+        rows = " union all ".join(f"select * from parquet.{quote_ident(folder)}" for folder in folders)
+        warehouse.execute(f"insert into {quoted_relation(meta, TOMBSTONES)} {rows}")
     rows = " union all ".join(f"({r['batch_log']})" for r in records)
     warehouse.execute(f"insert into {quoted_relation(meta, BATCH_LOG)} {rows}")
     ledger = [r["ledger"] for r in records if r.get("ledger")]

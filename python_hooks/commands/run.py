@@ -397,6 +397,9 @@ def run_pipeline(
     collector = accounting.Accounting() if hasattr(runner, "callbacks") and found.manifest is not None else None
     if collector is not None:  # the batches' ledger and batch-log rows: once, after the build
         handed[accounting.ACCOUNTING_VARIABLE] = "run"
+        spool = _tombstone_spool() if found.single_writer else None
+        if spool:
+            handed[accounting.TOMBSTONE_SPOOL_VARIABLE] = spool
         runner.callbacks.append(collector)
     if found.manifest is not None:  # the hooks' session made sure every meta table exists
         handed[META_READY_VARIABLE] = "1"
@@ -477,7 +480,26 @@ HANDED_VARIABLES = (
     SINGLE_WRITER_VARIABLE,
     REGISTERS_EMPTY_VARIABLE,
     accounting.ACCOUNTING_VARIABLE,
+    accounting.TOMBSTONE_SPOOL_VARIABLE,
 )
+
+
+def _embedded_session():
+    """This process's own Spark session (the embedded target's, dbt's), or None: never starts one."""
+    session_class = getattr(sys.modules.get("pyspark.sql.session"), "SparkSession", None)
+    return getattr(session_class, "_instantiatedSession", None)
+
+
+def _tombstone_spool() -> str | None:
+    """Where this run's batches spool their tombstones (macros/cdc/merge.sql: cdc_write_tombstones): the
+    `_cdc_spool` folder of the embedded session's warehouse, or None (no session yet: written at once)."""
+    session = _embedded_session()
+    if session is None:
+        return None
+    try:
+        return session.conf.get("spark.sql.warehouse.dir").rstrip("/") + "/_cdc_spool"
+    except Exception:  # no warehouse folder set: the batches write their tombstones themselves
+        return None
 
 
 def _drop_batch_views() -> None:
@@ -485,8 +507,7 @@ def _drop_batch_views() -> None:
     invocation by macros/cdc/current_state.sql: cdc_batch_view, so they never collide with a later
     batch's): dropped, which uncaches them, so that a long-lived process (`run --every`) does not keep
     them. On the cluster target each dbt connection's session ends with the build, and its views."""
-    session_class = getattr(sys.modules.get("pyspark.sql.session"), "SparkSession", None)
-    session = getattr(session_class, "_instantiatedSession", None)
+    session = _embedded_session()
     if session is None:
         return
     try:
