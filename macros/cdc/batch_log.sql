@@ -25,14 +25,14 @@
         ignored_tombstoned, newest_commit_at, last_deletes (the last changes per key that are
         deletes), and each file's change events (file_events, for the ledger). -#}
     {%- set counts = {'file_events': {}} -%}
-    {%- for name, column in [('change_events', 1), ('truncates', 4), ('redelivered', 5), ('superseded', 6),
-            ('ignored_truncated', 7), ('ignored_tombstoned', 8), ('last_deletes', 10)] -%}
-        {%- do counts.update({name: files | map(attribute=column) | map('int') | sum}) -%}
+    {%- for name in ['change_events', 'truncates', 'redelivered', 'superseded', 'ignored_truncated',
+            'ignored_tombstoned', 'last_deletes'] -%}
+        {%- do counts.update({name: files | map(attribute=name) | map('int') | sum}) -%}
     {%- endfor -%}
-    {%- set newest = files | map(attribute=9) | reject('none') | list -%}
+    {%- set newest = files | map(attribute='newest_commit_at') | reject('none') | list -%}
     {%- do counts.update({'newest_commit_at': newest | max if newest else none}) -%}
     {%- for row in files -%}
-        {%- do counts.file_events.update({row[0]: row[1] | int}) -%}
+        {%- do counts.file_events.update({row['_cdc_source_file']: row['change_events'] | int}) -%}
     {%- endfor -%}
     {{ return(counts) }}
 {% endmacro %}

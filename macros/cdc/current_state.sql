@@ -128,10 +128,12 @@ from {{ events }}
             {#- The count of each file's change events comes from the batch itself (the merge's aggregate). -#}
             {%- do rows.append('(' ~ cdc_sql_string(file.name) ~ ', cast(null as bigint), ' ~ cdc_sql_string(mode) ~ ')') -%}
         {%- endfor -%}
+        {%- set business = [] -%}
         {%- if files -%}
             {%- set paths = pending | map(attribute='path') | list -%}
-            {%- set batch_sql = cdc_dms_changes(reader.source, staging_model, paths) if reader.producer == 'dms'
-                else cdc_debezium_changes(reader.source, staging_model, paths) -%}
+            {#- The staging SQL names its columns (`business`): no need to ask Spark. -#}
+            {%- set batch_sql = cdc_dms_changes(reader.source, staging_model, paths, columns=business)
+                if reader.producer == 'dms' else cdc_debezium_changes(reader.source, staging_model, paths, columns=business) -%}
         {%- endif -%}
     {%- endif -%}
     {%- if not rows -%}
@@ -144,7 +146,7 @@ from {{ events }}
         ~ ' as batch_files(file_name, change_events, build_mode))' -%}
     {%- if full_build or (files and reader is none) -%}
         {%- set business = cdc_column_names(events) -%}
-    {%- elif files -%}
+    {%- elif files and not business -%}
         {%- set business = cdc_landing_columns_of(batch_sql) | map(attribute='name') | list -%}
     {%- endif -%}
     {#- A source's placeholder for a value it did not send (unchanged.sql): filled from the batch and,

@@ -14,9 +14,9 @@
 
     Compaction rewrites the data files that have deletes (`rewrite_data_files`, which with
     random keys is most of the table: the cost of a copy-on-write batch, paid once every few
-    batches instead of at every batch), then drops the position deletes that no longer point at a
-    live row (`rewrite_position_delete_files`). Each is its own Iceberg commit of the same rows:
-    a failure leaves the table correct, only not compacted. The pipeline's own tables get one
+    batches instead of at every batch) and, in the same call, drops the delete files that no
+    longer point at a live row (two Iceberg commits of the same rows: a failure leaves the table
+    correct, only not compacted). The pipeline's own tables get one
     small file per batch each (a model's tombstones, ledger and batch log rows): once
     a model has `meta_files` of them, they are bin-packed into one. Snapshots are not expired here,
     after a batch: `make maintain` (python_hooks/commands/maintain.py) does that, with manifest rewrite and
@@ -101,17 +101,14 @@
         {%- set name = cdc_sql_string(target.schema ~ '.' ~ target.identifier) -%}
         {{ log('cdc compaction of ' ~ target ~ ': ' ~ layout.deleted_rows ~ ' deleted rows of ' ~ layout.data_rows
             ~ ' in ' ~ layout.delete_files ~ ' delete file(s)', info=true) }}
+        {%- do cdc_fault_point('during_compaction', target) -%}
+        {#- One call, one job: every data file with a delete is rewritten, and the delete files that
+            then point at no live data file are dropped in the same call (`remove-dangling-deletes`;
+            the tables write one delete file per data file, `write.delete.granularity: file` in
+            dbt_project.yml, so each delete file dangles once its data file is rewritten). -#}
         {%- do cdc_execute(
             'call spark_catalog.system.rewrite_data_files(table => ' ~ name
-            ~ ", options => map('delete-file-threshold', '1'))"
-        ) -%}
-        {%- do cdc_fault_point('during_compaction', target) -%}
-        {#- Rewritten data files keep their data sequence number, so the old deletes are not
-            recognised as dangling by sequence numbers: rewriting every delete file drops those
-            that point at no live row (all of them here). -#}
-        {%- do cdc_execute(
-            'call spark_catalog.system.rewrite_position_delete_files(table => ' ~ name
-            ~ ", options => map('rewrite-all', 'true'))"
+            ~ ", options => map('delete-file-threshold', '1', 'remove-dangling-deletes', 'true'))"
         ) -%}
     {%- endif -%}
     {{ return(layout) }}

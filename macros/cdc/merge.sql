@@ -81,13 +81,19 @@
     {%- set effective_sql = none if state is none else cdc_effective_changes_sql(last,
         target if state.snapshot is none else '(select * from ' ~ target ~ ' version as of ' ~ state.snapshot ~ ')',
         keys, outcome=true) -%}
-    {%- set files = run_query(cdc_batch_files_sql(changes, keys, classify=effective_sql if one_merge else none)).rows -%}
+    {%- set spooled = cdc_tombstones_spooled() -%}
+    {%- set files = run_query(cdc_batch_files_sql(changes, keys, classify=effective_sql if one_merge else none,
+        deletes=spooled)).rows -%}
     {%- set truncate = cdc_validate_batch(target, files, keys, record) -%}
     {%- do cdc_fault_point('after_validate') -%}
     {%- set batch_outcome = cdc_batch_counts(files) -%}
     {%- set classified_now = cdc_classified_counts(files) if one_merge else none -%}
     {%- set rows_truncated = 0 -%}
     {%- set deletes = batch_outcome.last_deletes > 0 -%}
+    {%- if spooled and deletes and batch_outcome.last_deletes <= cdc_tombstone_literals_max() -%}
+        {#- A few deletes: their tombstones are literals the run inserts (no statement here). -#}
+        {%- do record.update({'deletes': cdc_tombstone_literals(files)}) -%}
+    {%- endif -%}
 
     {#- 4b. A truncate: a table-wide tombstone, then every row older than it goes. (The cached batch
            reads the tombstones, so Spark computes it again once: its result is the same, since a
@@ -300,11 +306,47 @@ where s._cdc_op <> 'D'
         drop its cache of every query that reads it (the batch's changes, the effective changes),
         and the MERGE would compute them again. Safe in this order: if this commit fails, the
         ledger does not record the batch, the rerun applies it again, its deletes find no row (no
-        MERGE) and are recorded then. -#}
-    {%- do cdc_write_tombstones(target, 'select ' ~ cdc_sql_string(target.identifier) ~ ' as model_name,'
-        ~ ' _cdc_key_json as key_json, _cdc_ts, _cdc_seq, _cdc_source_file, current_timestamp() as recorded_at'
-        ~ ' from ' ~ changes ~ " where _cdc_op = 'D'", 'deletes', record) -%}
+        MERGE) and are recorded then. When the batch's aggregate brought them (`record.deletes`,
+        literal rows), the run inserts them as they are: no statement in the batch. -#}
+    {%- if record.get('deletes') -%}
+        {%- do record.tombstones.append('select ' ~ cdc_sql_string(target.identifier) ~ ' as model_name, key_json,'
+            ~ ' cast(commit_time as timestamp) as _cdc_ts, _cdc_seq, _cdc_source_file,'
+            ~ ' current_timestamp() as recorded_at from values ' ~ (record.deletes | join(', '))
+            ~ ' as deletes(key_json, commit_time, _cdc_seq, _cdc_source_file)') -%}
+    {%- else -%}
+        {%- do cdc_write_tombstones(target, 'select ' ~ cdc_sql_string(target.identifier) ~ ' as model_name,'
+            ~ ' _cdc_key_json as key_json, _cdc_ts, _cdc_seq, _cdc_source_file, current_timestamp() as recorded_at'
+            ~ ' from ' ~ changes ~ " where _cdc_op = 'D'", 'deletes', record) -%}
+    {%- endif -%}
 {% endmacro %}
+
+
+{% macro cdc_tombstones_spooled() -%}
+    {#- Pure, from facts handed over: whether this batch's tombstones are inserted by the run, once for
+        every batch (`make run` on the single-writer target: CDC_TOMBSTONE_SPOOL and CDC_ACCOUNTING). -#}
+    {{ return(env_var('CDC_TOMBSTONE_SPOOL', '') != '' and cdc_accounting_deferred()) }}
+{%- endmacro %}
+
+
+{% macro cdc_tombstone_literals_max() -%}
+    {#- Up to how many deletes a batch hands its tombstones to the run as literal rows; more are
+        spooled to Parquet (cdc_write_tombstones): a statement's text stays small. -#}
+    {{ return(1000) }}
+{%- endmacro %}
+
+
+{% macro cdc_tombstone_literals(files) -%}
+    {#- The batch's deletes (cdc_batch_files_sql's `deletes_json`) as literal rows (key_json, commit
+        time text, sequence, file). -#}
+    {%- set rows = [] -%}
+    {%- for row in files -%}
+        {%- for delete in fromjson(row['deletes_json'] or '[]') -%}
+            {%- do rows.append('(' ~ cdc_sql_string(delete[0]) ~ ', ' ~ cdc_sql_string(delete[1]) ~ ', '
+                ~ cdc_sql_string(delete[2]) ~ ', ' ~ cdc_sql_string(row['_cdc_source_file']) ~ ')') -%}
+        {%- endfor -%}
+    {%- endfor -%}
+    {{ return(rows) }}
+{%- endmacro %}
 
 
 {% macro cdc_write_tombstones(target, rows_sql, kind, record) %}
@@ -314,11 +356,10 @@ where s._cdc_op <> 'D'
         cdc_tombstones once for every batch, with the batch log and the ledger
         (python_hooks/commands/accounting.py). The folder is the batch's (`record.tombstones`): a
         folder an earlier, killed run left is overwritten, and never read unless this batch wrote it. -#}
-    {%- set spool = env_var('CDC_TOMBSTONE_SPOOL', '') -%}
-    {%- if spool and cdc_accounting_deferred() -%}
-        {%- set folder = spool ~ '/' ~ target.schema ~ '/' ~ target.identifier ~ '/' ~ kind -%}
+    {%- if cdc_tombstones_spooled() -%}
+        {%- set folder = env_var('CDC_TOMBSTONE_SPOOL') ~ '/' ~ target.schema ~ '/' ~ target.identifier ~ '/' ~ kind -%}
         {%- do cdc_execute('insert overwrite directory ' ~ cdc_sql_string(folder) ~ ' using parquet ' ~ rows_sql) -%}
-        {%- do record.tombstones.append(folder) -%}
+        {%- do record.tombstones.append('select * from parquet.' ~ cdc_quote(folder)) -%}
     {%- else -%}
         {%- do cdc_execute('insert into ' ~ cdc_meta_relation('cdc_tombstones') ~ ' ' ~ rows_sql) -%}
     {%- endif -%}

@@ -7,22 +7,23 @@
         its delete layout then (`layout`: data rows, position-deleted rows, delete files, from the
         snapshot's summary totals; none when the summary lacks them). -#}
     {%- set state = {'snapshot': none, 'branches': [], 'bytes': 0, 'layout': none} -%}
-    {%- set totals = ['total-files-size', 'total-records', 'total-position-deletes', 'total-delete-files'] -%}
+    {%- set totals = {'bytes': 'total-files-size', 'data_rows': 'total-records',
+        'deleted_rows': 'total-position-deletes', 'delete_files': 'total-delete-files'} -%}
     {%- set sql -%}
         select refs.name, refs.type, refs.snapshot_id
-            {%- for total in totals %}, snapshots.summary[{{ cdc_sql_string(total) }}]{% endfor %}
+            {%- for name, total in totals.items() %}, snapshots.summary[{{ cdc_sql_string(total) }}] as {{ name }}{% endfor %}
         from {{ target }}.refs as refs left join {{ target }}.snapshots as snapshots
             on refs.snapshot_id = snapshots.snapshot_id
     {%- endset -%}
     {%- for row in run_query(sql).rows -%}
-        {%- if row[0] == 'main' -%}
-            {%- do state.update({'snapshot': row[2] | int, 'bytes': (row[3] or 0) | int}) -%}
-            {%- if row[4] is not none and row[5] is not none and row[6] is not none -%}
-                {%- do state.update({'layout': {'data_rows': row[4] | int, 'deleted_rows': row[5] | int,
-                    'delete_files': row[6] | int}}) -%}
+        {%- if row['name'] == 'main' -%}
+            {%- do state.update({'snapshot': row['snapshot_id'] | int, 'bytes': (row['bytes'] or 0) | int}) -%}
+            {%- if row['data_rows'] is not none and row['deleted_rows'] is not none and row['delete_files'] is not none -%}
+                {%- do state.update({'layout': {'data_rows': row['data_rows'] | int,
+                    'deleted_rows': row['deleted_rows'] | int, 'delete_files': row['delete_files'] | int}}) -%}
             {%- endif -%}
-        {%- elif row[1] | upper == 'BRANCH' -%}
-            {%- do state.branches.append(row[0]) -%}
+        {%- elif row['type'] | upper == 'BRANCH' -%}
+            {%- do state.branches.append(row['name']) -%}
         {%- endif -%}
     {%- endfor -%}
     {{ return(state) }}

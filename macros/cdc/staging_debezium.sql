@@ -31,8 +31,9 @@
 {% endmacro %}
 
 
-{% macro cdc_debezium_changes(node, staging_model, files=none) %}
-    {#- As cdc_dms_changes: every raw file of the folder, or only `files` (relative paths). -#}
+{% macro cdc_debezium_changes(node, staging_model, files=none, columns=none) %}
+    {#- As cdc_dms_changes: every raw file of the folder, or only `files` (relative paths); `columns`
+        gets the SQL's column names. -#}
     {%- set shape = node.meta.get('debezium_shape') or node.source_meta.get('debezium_shape') or 'flattened' -%}
     {%- if shape not in ['flattened', 'envelope'] -%}
         {{ exceptions.raise_compiler_error(
@@ -46,7 +47,12 @@
     {%- else -%}
         {%- set parts = [] -%}
         {%- for read in cdc_landing_reads(staging_model, folder, file_count, files) -%}
-            {%- do parts.append(cdc_cast_columns(stg_debezium_changes_sql(read.relation, shape, node), read.types)) -%}
+            {%- set fields = [] -%}
+            {%- do parts.append(cdc_cast_columns(stg_debezium_changes_sql(read.relation, shape, node, fields), read.types)) -%}
+            {%- if columns is not none and loop.first -%}
+                {%- do columns.extend(((read.types.keys() | list) if read.types is not none else fields)
+                    + ['_cdc_op', '_cdc_ts', '_cdc_seq', '_cdc_source_file']) -%}
+            {%- endif -%}
         {%- endfor -%}
         {{ cdc_apply_personal_data_registers(parts | join('\nunion all\n'), node) }}
     {%- endif -%}
@@ -58,7 +64,8 @@
 {%- endmacro %}
 
 
-{% macro stg_debezium_changes_sql(files, shape, node) %}
+{% macro stg_debezium_changes_sql(files, shape, node, business=[]) %}
+    {#- `business` gets the business columns' names as the SQL selects them (lower case). -#}
     {%- set top = cdc_landing_columns_of('select * from ' ~ files) -%}
     {%- set top_names = top | map(attribute='name') | map('lower') | list -%}
     {%- set kafka_position -%}
@@ -118,6 +125,7 @@
     {%- endif %}
 
     {%- set named_types = cdc_debezium_named_types(node) %}
+    {%- do business.extend(fields | map('lower') | list) %}
 
 select
     {%- for name in fields %}

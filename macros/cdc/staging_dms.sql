@@ -23,10 +23,11 @@
 {% endmacro %}
 
 
-{% macro cdc_dms_changes(node, staging_model, files=none) %}
+{% macro cdc_dms_changes(node, staging_model, files=none, columns=none) %}
     {#- The staging SQL of the source `node`: over every raw file of its folder (the staging view), or,
         given `files` (paths relative to the folder), over those files only (a batch, read by the
-        current-state model: cdc_stage_batch). -#}
+        current-state model: cdc_stage_batch). `columns`: a list that gets the SQL's column names, in
+        order (so that its caller need not ask Spark for them). -#}
     {#- The table's meta wins over its source's, as for every producer setting
         (python_hooks/project/producers.py reads the same settings). -#}
     {%- set ts_column = node.meta.get('dms_timestamp_column')
@@ -38,8 +39,13 @@
     {%- else -%}
         {%- set parts = [] -%}
         {%- for read in cdc_landing_reads(staging_model, folder, file_count, files) -%}
-            {%- set sql = stg_dms_changes_sql(
-                read.relation, cdc_landing_columns_of('select * from ' ~ read.relation), ts_column, node) -%}
+            {%- set raw_columns = cdc_landing_columns_of('select * from ' ~ read.relation) -%}
+            {%- set sql = stg_dms_changes_sql(read.relation, raw_columns, ts_column, node) -%}
+            {%- if columns is not none and loop.first -%}
+                {%- do columns.extend((read.types.keys() | list) if read.types is not none
+                    else stg_dms_business_columns(raw_columns, ts_column)) -%}
+                {%- do columns.extend(['_cdc_op', '_cdc_ts', '_cdc_seq', '_cdc_source_file']) -%}
+            {%- endif -%}
             {%- do parts.append(cdc_cast_columns(sql, read.types)) -%}
         {%- endfor -%}
         {{ cdc_apply_personal_data_registers(parts | join('\nunion all\n'), node) }}
@@ -47,8 +53,19 @@
 {% endmacro %}
 
 
-{% macro stg_dms_changes_sql(relation, raw_columns, ts_column, node) %}
+{% macro stg_dms_business_columns(raw_columns, ts_column) -%}
+    {#- The business columns of DMS raw columns, as stg_dms_changes_sql selects them: lower case, in
+        the files' order, without DMS's own (Op, AR_H_CHANGE_SEQ, the timestamp column). -#}
     {%- set metadata_names = ['op', 'ar_h_change_seq', ts_column | lower] -%}
+    {%- set names = [] -%}
+    {%- for column in raw_columns if column.name | lower not in metadata_names and column.name | lower not in names -%}
+        {%- do names.append(column.name | lower) -%}
+    {%- endfor -%}
+    {{ return(names) }}
+{%- endmacro %}
+
+
+{% macro stg_dms_changes_sql(relation, raw_columns, ts_column, node) %}
     {%- set by_lower = {} -%}
     {%- for column in raw_columns -%}
         {%- do by_lower.setdefault(column.name | lower, []).append(column.name) -%}
@@ -76,8 +93,8 @@
     {%- endset -%}
 
 select
-    {%- for name, spellings in by_lower.items() if name not in metadata_names %}
-    {{ cdc_coalesce_spellings(spellings) }} as {{ cdc_quote(name) }},
+    {%- for name in stg_dms_business_columns(raw_columns, ts_column) %}
+    {{ cdc_coalesce_spellings(by_lower[name]) }} as {{ cdc_quote(name) }},
     {%- endfor %}
     {%- if 'op' in by_lower %}
     coalesce(upper(trim({{ cdc_coalesce_spellings(by_lower['op']) }})), 'I') as _cdc_op,

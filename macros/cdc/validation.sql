@@ -8,28 +8,27 @@
         so validation costs no scan of its own). Returns the batch's newest truncate as
         [timestamp text, sequence], or none. -#}
     {%- set checks = cdc_validation_checks(keys) -%}
-    {%- set first_check = 11 -%}  {#- the column of check 1 in cdc_batch_files_sql -#}
     {%- set problems = [] -%}
     {%- set bad_files = [] -%}
     {%- set truncates = [] -%}
     {%- for row in files -%}
-        {%- if row[2] is not none -%}
-            {%- do truncates.append(row[2]) -%}
+        {%- if row['newest_truncate'] is not none -%}
+            {%- do truncates.append(row['newest_truncate']) -%}
         {%- endif -%}
         {%- for check in checks -%}
-            {%- set failures = row[first_check + loop.index0] -%}
+            {%- set failures = row['check_' ~ loop.index] -%}
             {%- if failures > 0 -%}
-                {%- set what = check[1] if not loop.last else "unknown operation " ~ row[3]
+                {%- set what = check[1] if not loop.last else "unknown operation " ~ row['unknown_ops']
                     ~ " (the producer's operation column: Op, __op or op; known: I, U, D and Debezium's r, c, u, d, t)" -%}
-                {%- do problems.append("  raw file " ~ row[0] ~ ": " ~ failures ~ " change event(s) with " ~ what) -%}
-                {%- if row[0] not in bad_files -%}
-                    {%- do bad_files.append(row[0]) -%}
+                {%- do problems.append("  raw file " ~ row['_cdc_source_file'] ~ ": " ~ failures ~ " change event(s) with " ~ what) -%}
+                {%- if row['_cdc_source_file'] not in bad_files -%}
+                    {%- do bad_files.append(row['_cdc_source_file']) -%}
                 {%- endif -%}
             {%- endif -%}
         {%- endfor -%}
     {%- endfor -%}
     {%- if problems -%}
-        {%- set events_read = files | map(attribute=1) | map('int') | sum -%}
+        {%- set events_read = files | map(attribute='change_events') | map('int') | sum -%}
         {%- do cdc_log_batch(target, record, refused={
             'files': bad_files | length, 'events': events_read,
             'reason': 'cdc_current_state refused the batch:' ~ (problems | join(';')) | replace('  raw file', ' raw file')}) -%}
@@ -61,16 +60,17 @@
 {%- endmacro %}
 
 
-{% macro cdc_batch_files_sql(changes, keys, classify=none) %}
+{% macro cdc_batch_files_sql(changes, keys, classify=none, deletes=false) %}
     {#- One row per raw file of the batch, from the cached batch (`changes`, every event with its
-        `_cdc_batch_outcome`): everything a batch needs to know before it writes, in one query:
-        0 file, 1 change events, 2 newest truncate (fixed-width text, so the greatest is the newest
-        (_cdc_ts, _cdc_seq)), 3 the unknown operations (at most 5, for the message), 4 truncates,
-        5 redelivered, 6 superseded, 7 ignored as older than a truncate, 8 ignored as older than a
-        tombstone, 9 newest commit time, 10 the last changes per key that are deletes,
-        11.. the validation checks (cdc_validation_checks). `classify`: the last changes classified
+        `_cdc_batch_outcome`): everything a batch needs to know before it writes, in one query,
+        read by column name: the file, its change events, the newest truncate (fixed-width text, so
+        the greatest is the newest (_cdc_ts, _cdc_seq)), the unknown operations (at most 5, for the
+        message), the counts of cdc_batch_counts and `check_<n>`, the events failing check n of
+        cdc_validation_checks. `classify`: the last changes classified
         against the table (cdc_effective_changes_sql with outcome), whose counts per outcome are
-        added to every row (`outcome_<name>`, read by cdc_classified_counts). -#}
+        added to every row (`outcome_<name>`, read by cdc_classified_counts). `deletes`: each file's last
+        changes per key that are deletes, as a JSON array of [key_json, commit time text, sequence]
+        (`deletes_json`, read by cdc_tombstone_literals). -#}
     {%- set per_file -%}
         select
             _cdc_source_file,
@@ -84,9 +84,13 @@
             count_if(_cdc_batch_outcome = 'truncated') as ignored_truncated,
             count_if(_cdc_batch_outcome = 'tombstoned') as ignored_tombstoned,
             max(_cdc_ts) as newest_commit_at,
-            count_if(_cdc_batch_outcome is null and _cdc_op = 'D') as last_deletes
-            {%- for check in cdc_validation_checks(keys) %},
-            {{ check[0] }} as check_{{ loop.index }}
+            count_if(_cdc_batch_outcome is null and _cdc_op = 'D') as last_deletes,
+            {%- if deletes %}
+            to_json(collect_list(case when _cdc_batch_outcome is null and _cdc_op = 'D' then array(_cdc_key_json,
+                date_format(_cdc_ts, 'yyyy-MM-dd HH:mm:ss.SSSSSS'), _cdc_seq) end)) as deletes_json,
+            {%- endif %}
+            {%- for check in cdc_validation_checks(keys) %}
+            {{ check[0] }} as check_{{ loop.index }}{{ ',' if not loop.last }}
             {%- endfor %}
         from {{ changes }}
         group by _cdc_source_file

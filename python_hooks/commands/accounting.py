@@ -22,7 +22,7 @@ import json
 import logging
 
 from python_hooks.project.meta import BATCH_LOG, FILE_LEDGER, TOMBSTONES
-from python_hooks.project.sql import quote_ident, quoted_relation, sql_string
+from python_hooks.project.sql import quoted_relation, sql_string
 from python_hooks.project.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
@@ -51,14 +51,15 @@ class Accounting:
 
 
 def record(warehouse: Warehouse, records: list[dict]) -> int:
-    """Writes the collected records: the batches' spooled tombstones (one INSERT, when any), then one
+    """Writes the collected records: the batches' tombstones (one INSERT, when any), then one
     INSERT into the batch log, then one into the ledger. Returns how many batches were recorded."""
     if not records:
         return 0
     meta = warehouse.meta_schema
-    folders = [folder for r in records for folder in r.get("tombstones") or []]
-    if folders:  # macros/cdc/merge.sql: cdc_write_tombstones, each folder this run's own
-        rows = " union all ".join(f"select * from parquet.{quote_ident(folder)}" for folder in folders)
+    # macros/cdc/merge.sql: cdc_record_tombstones, SELECTs of literal rows or of a folder this run spooled
+    tombstones = [sql for r in records for sql in r.get("tombstones") or []]
+    if tombstones:
+        rows = " union all ".join(f"({sql})" for sql in tombstones)
         warehouse.execute(f"insert into {quoted_relation(meta, TOMBSTONES)} {rows}")
     rows = " union all ".join(f"({r['batch_log']})" for r in records)
     warehouse.execute(f"insert into {quoted_relation(meta, BATCH_LOG)} {rows}")
