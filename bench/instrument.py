@@ -34,12 +34,14 @@ class Statement:
 
 
 class SqlProfile:
-    """A dbtRunner callback recording every statement. A statement's time is from its start to
-    the next statement's start: it includes fetching the result (Spark runs a query lazily, when
-    dbt fetches it) and the Jinja in between; the last one ends when the invocation returns."""
+    """A dbtRunner callback recording every statement. A statement's time is from its start to the
+    next statement's start in the same thread (dbt runs each node in one of its threads and sends its
+    events from there): it includes fetching the result (Spark runs a query lazily, when dbt fetches
+    it) and the Jinja in between; a thread's last one ends when the invocation returns."""
 
     def __init__(self) -> None:
         self.statements: list[Statement] = []
+        self._open: dict[int, Statement] = {}  # per thread, its statement still running
 
     def __call__(self, msg) -> None:
         try:
@@ -49,18 +51,22 @@ class SqlProfile:
 
     def _record(self, msg) -> None:
         name = msg.info.name
+        thread = threading.get_ident()
         if name == "SQLQuery":
             now = time.perf_counter()
-            if self.statements and self.statements[-1].end is None:
-                self.statements[-1].end = now
+            previous = self._open.get(thread)
+            if previous is not None and previous.end is None:
+                previous.end = now
             node = getattr(getattr(msg.data, "node_info", None), "unique_id", "") or ""
-            self.statements.append(Statement(msg.data.sql, node, now))
-        elif name == "SQLQueryStatus" and self.statements:
-            self.statements[-1].execute = float(msg.data.elapsed)
+            self._open[thread] = Statement(msg.data.sql, node, now)
+            self.statements.append(self._open[thread])
+        elif name == "SQLQueryStatus" and thread in self._open:
+            self._open[thread].execute = float(msg.data.elapsed)
 
     def close(self, at: float) -> None:
-        if self.statements and self.statements[-1].end is None:
-            self.statements[-1].end = at
+        for statement in self._open.values():
+            if statement.end is None:
+                statement.end = at
 
 
 # What each statement of a current-state batch is for: first matching rule wins (see macros/cdc/*.sql).

@@ -44,9 +44,15 @@
         {%- endcall -%}
         {%- do persist_constraints(target, model) -%}
         {%- if batch.files -%}
-            {#- The table was created empty in this run: the model's ledger and tombstones start again. -#}
-            {%- do cdc_execute('delete from ' ~ cdc_meta_relation('cdc_file_ledger') ~ ' where model_name = ' ~ model_name) -%}
-            {%- do cdc_execute('delete from ' ~ cdc_meta_relation('cdc_tombstones') ~ ' where model_name = ' ~ model_name) -%}
+            {#- The table was created empty in this run: the model's ledger and tombstones start again,
+                now, or in `make run` when the run records the batch (`record.reset`: a node writes only
+                its own table; the batch reads no tombstone, cdc_apply_batch). -#}
+            {%- if cdc_accounting_deferred() -%}
+                {%- do batch.record.update({'reset': true}) -%}
+            {%- else -%}
+                {%- do cdc_execute('delete from ' ~ cdc_meta_relation('cdc_file_ledger') ~ ' where model_name = ' ~ model_name) -%}
+                {%- do cdc_execute('delete from ' ~ cdc_meta_relation('cdc_tombstones') ~ ' where model_name = ' ~ model_name) -%}
+            {%- endif -%}
             {%- do cdc_apply_batch(target, batch.events, unique_key, batch.record, into_empty=true,
                 source_columns=batch.columns) -%}
         {%- endif -%}
@@ -84,7 +90,8 @@
             cross join {{ batch.record.outcome }} as outcome
             {%- endif %}
         {%- endset -%}
-        {%- do cdc_account(target, cdc_batch_log_row_sql(target, batch.record), ledger, tombstones=batch.record.tombstones) -%}
+        {%- do cdc_account(target, cdc_batch_log_row_sql(target, batch.record), ledger, tombstones=batch.record.tombstones,
+            reset=batch.record.get('reset', false)) -%}
         {%- if cdc_accounting_deferred() and not full_build -%}
             {%- do store_result('main', response='applied; recorded at the end of the run') -%}
         {%- endif -%}

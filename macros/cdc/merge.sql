@@ -62,7 +62,9 @@
            anything is written), the newest truncate, the batch log's counts and each file's events
            for the ledger. The batch's deletes become tombstones only after the target has committed
            (7): a write to cdc_tombstones would make Spark drop every cached query that reads it. -#}
-    {%- set tombstones = '(select * from ' ~ tombstone_table ~ ' where model_name = ' ~ model_name ~ ')' -%}
+    {#- (A table created empty in this run reads every raw file again: no tombstone of before counts.) -#}
+    {%- set tombstones = '(select * from ' ~ tombstone_table ~ ' where model_name = ' ~ model_name
+        ~ (' and false' if into_empty else '') ~ ')' -%}
     {%- do cdc_execute(
         'cache table ' ~ changes
         ~ (" options ('storageLevel' 'DISK_ONLY')" if into_empty else '')

@@ -51,11 +51,19 @@ class Accounting:
 
 
 def record(warehouse: Warehouse, records: list[dict]) -> int:
-    """Writes the collected records: the batches' tombstones (one INSERT, when any), then one
-    INSERT into the batch log, then one into the ledger. Returns how many batches were recorded."""
+    """Writes the collected records: the tombstone and ledger rows of the models whose tables were
+    created empty in this run are deleted (a first build, --full-refresh), then the batches' tombstones
+    (one INSERT, when any), one INSERT into the batch log, then one into the ledger. A run killed between
+    the deletes and the ledger's INSERT leaves those models without ledger rows: the next run applies
+    all their files again, which changes nothing. Returns how many batches were recorded."""
     if not records:
         return 0
     meta = warehouse.meta_schema
+    reset = sorted({r["model"] for r in records if r.get("reset")})
+    if reset:  # tables created empty in this run (macros/cdc/materialization.sql): their rows start again
+        models = ", ".join(sql_string(model) for model in reset)
+        for table in (TOMBSTONES, FILE_LEDGER):
+            warehouse.execute(f"delete from {quoted_relation(meta, table)} where model_name in ({models})")
     # macros/cdc/merge.sql: cdc_record_tombstones, SELECTs of literal rows or of a folder this run spooled
     tombstones = [sql for r in records for sql in r.get("tombstones") or []]
     if tombstones:

@@ -67,6 +67,8 @@ from python_hooks.project.warehouse import SINGLE_WRITER_VARIABLE, Warehouse, st
 
 log = logging.getLogger(__name__)
 
+EMBEDDED_THREADS = 2  # `make run`'s dbt threads on the single-writer target (_threads)
+
 
 @dataclass
 class Hooks:
@@ -422,6 +424,7 @@ def run_pipeline(
                         # dbt lists only the schemas of the nodes it builds (one `show table extended` each),
                         # not every schema of the project
                         "--cache-selected-only",
+                        *_threads(found.single_writer and collector is not None, dbt_args),
                         *(["--quiet"] if quiet else []),
                         *dbt_args,
                         *common_args,
@@ -488,6 +491,17 @@ def _embedded_session():
     """This process's own Spark session (the embedded target's, dbt's), or None: never starts one."""
     session_class = getattr(sys.modules.get("pyspark.sql.session"), "SparkSession", None)
     return getattr(session_class, "_instantiatedSession", None)
+
+
+def _threads(own_tables_only: bool, dbt_args: Sequence[str]) -> list[str]:
+    """dbt's threads for `make run`'s build on the single-writer target: CDC_THREADS, else 2, when each
+    node commits only its own table (`own_tables_only`: the ledger, the batch log and the tombstones are
+    written once after the build, commands/accounting.py), which is what makes threads safe there with
+    Iceberg's Hive lock off (docs/ARCHITECTURE.md, "Threads"). A plain dbt command keeps the profile's 1;
+    the cluster target its profile's CDC_THREADS; `--threads` given to the run wins."""
+    if not own_tables_only or any(arg == "--threads" or arg.startswith("--threads=") for arg in dbt_args):
+        return []
+    return ["--threads", str(max(1, int(os.environ.get("CDC_THREADS") or EMBEDDED_THREADS)))]
 
 
 def _tombstone_spool() -> str | None:

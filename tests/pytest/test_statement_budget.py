@@ -9,6 +9,7 @@ and one run finds nothing new."""
 from __future__ import annotations
 
 import re
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -118,3 +119,73 @@ def test_statements_and_commits_of_a_small_run(dbt, spark, tmp_path: Path, schem
 
 def _text(sql: str) -> str:
     return re.sub(r"^/\*.*?\*/\s*", "", " ".join(sql.split()))
+
+
+# A write statement and the table it writes (a spool folder, `insert overwrite directory`, is no table).
+WRITE = re.compile(
+    r"^(?:merge into|insert into|delete from|update|alter table|create table|create or replace table|drop table"
+    r"|truncate table|replace table)\s+(?:if (?:not )?exists\s+)?(\S+)|rewrite_data_files\(table => '([^']+)'",
+    re.IGNORECASE,
+)
+
+
+def test_models_build_at_once_and_each_commits_only_its_own_table(
+    dbt, spark, tmp_path: Path, schema: str, monkeypatch
+) -> None:
+    """`make run` on the embedded target builds with 2 threads (commands/run.py: _threads): while one
+    current-state model is held just before its MERGE (the pause point before_publish, which waits until
+    this test creates a database), another model's MERGE runs. With one thread the hold would run out (5
+    minutes) and this fails. Every write statement of a model node names the model's own table; the meta
+    tables are committed once, after the build."""
+    landing = tmp_path / "landing"
+    _land(landing, 1)
+    assert dbt.pipeline(*SELECT, landing=landing, schema=schema)
+    _land(landing, 2)
+    held, release = "crm__customer_master", f"{schema}_released"
+    monkeypatch.setenv("CDC_PAUSE_AT", f"before_publish:{held}")
+    monkeypatch.setenv("CDC_PAUSE_SECONDS", "300")
+    monkeypatch.setenv("CDC_PAUSE_RELEASE", release)
+    seen: list[str] = []
+    state = {"held": False}
+
+    def watch(msg) -> None:  # in the thread of the node that sends it
+        message = str(getattr(msg.data, "msg", ""))
+        if msg.info.name in ("JinjaLogInfo", "JinjaLogDebug") and "pause point before_publish of" in message:
+            state["held"] = "reached" in message  # else "passed"
+        node = getattr(getattr(msg.data, "node_info", None), "unique_id", "") or ""
+        if msg.info.name == "SQLQuery" and state["held"] and not node.endswith(f".{held}"):
+            if _text(msg.data.sql).lower().startswith("merge into") and not seen:
+                seen.append(node)
+                threading.Thread(target=spark.sql, args=(f"create database if not exists {release}",)).start()
+
+    before = _commits(spark, schema)
+    profile = SqlProfile()
+    dbt._runner.callbacks.extend([profile, watch])
+    try:
+        assert dbt.pipeline(*SELECT, landing=landing, schema=schema)
+    finally:
+        dbt._runner.callbacks.remove(profile)
+        dbt._runner.callbacks.remove(watch)
+        spark.sql(f"drop database if exists {release}")
+    after = _commits(spark, schema)
+
+    assert seen, f"no other model's MERGE ran while {held} was held before its own: the models were built one by one"
+    for table in dms.TABLES:  # the tables are right, not only built at once
+        expected = replay(landing / "dms" / "crm" / table, ["customer_id"])
+        actual = table_rows(
+            spark, f"{schema}_current.crm__{table}", ["customer_id"], [*dms.TABLES[table], "_cdc_op", "_cdc_ts"]
+        )
+        assert_same_table(actual, expected, table)
+    foreign = []
+    for statement in profile.statements:
+        model = statement.node.rsplit(".", 1)[-1]
+        if not statement.node.startswith("model.") or model not in TABLES:
+            continue
+        for match in WRITE.finditer(_text(statement.sql)):
+            written = (match.group(1) or match.group(2)).replace("`", "")
+            if written != f"{schema}_current.{model}":
+                foreign.append((model, written, _text(statement.sql)[:120]))
+    assert not foreign, f"a model node wrote another table than its own: {foreign}"
+    commits = {t: after[t] - before.get(t, 0) for t in after if after[t] != before.get(t, 0)}
+    for meta in ("cdc_batch_log", "cdc_file_ledger", "cdc_tombstones"):  # after the build, once for all
+        assert commits.get(f"{schema}_cdc_meta.{meta}", 0) <= 1, commits
