@@ -104,7 +104,8 @@
     {#- What `make run` listed and evolved before dbt started (CDC_RUN_PLAN, written by
         python_hooks/commands/run.py from landing/pending.py and evolution/apply.py): per current-state
         model, {folder, files, and, for a table the hooks evolved, columns (its columns after
-        evolution), staging_model and grouped (whether its raw files are read in groups)}. Empty for a
+        evolution), staging_model, grouped (whether its raw files are read in groups) and state (its
+        snapshot, branches, size and delete layout)}. Empty for a
         plain `dbt run`, a shared target, a folder Python does not list: then each model asks Spark. -#}
     {{ return(fromjson(env_var('CDC_RUN_PLAN', '{}'))) }}
 {%- endmacro %}
@@ -129,6 +130,14 @@
 {% macro cdc_planned_columns(model_name) -%}
     {#- The table's column names as the hooks left it this run, or none (not in the plan): ask Spark. -#}
     {{ return(cdc_run_plan().get(model_name, {}).get('columns')) }}
+{%- endmacro %}
+
+
+{% macro cdc_planned_state(model_name) -%}
+    {#- The table's state as the hooks read it this run, for every planned table in one query
+        (python_hooks/project/iceberg.py: table_states; the same as cdc_table_state, publish.sql), or
+        none (not in the plan): ask Spark. -#}
+    {{ return(cdc_run_plan().get(model_name, {}).get('state')) }}
 {%- endmacro %}
 
 

@@ -76,7 +76,7 @@
         a small table (its data files within cdc_one_merge_max_bytes) takes the whole batch in one
         MERGE (step 6), and its last changes are classified against the table in the same query as
         the validation (`classified_now`: no query of its own). -#}
-    {%- set state = none if into_empty else cdc_table_state(target) -%}
+    {%- set state = none if into_empty else (cdc_planned_state(target.identifier) or cdc_table_state(target)) -%}
     {%- set single_writer = cdc_single_writer() -%}
     {%- set one_merge = state is not none and single_writer and state.snapshot is not none
         and state.bytes <= cdc_one_merge_max_bytes() -%}

@@ -50,7 +50,7 @@ from python_hooks.landing.pending import (
     plan_environment,
     staging_test_files,
 )
-from python_hooks.project import env, faults
+from python_hooks.project import env, faults, iceberg
 from python_hooks.project.dbt_args import split_shared_options
 from python_hooks.project.meta import (
     BATCH_LOG,
@@ -124,6 +124,8 @@ def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False, rebu
                 entry["columns"] = result.columns[table.model]
                 entry["staging_model"] = table.staging_model
                 entry["grouped"] = table.staging_model in result.grouped
+        if plan and not rebuild:  # each planned table's state, for all in one query (its batch need not ask)
+            _plan_states(warehouse, tables, plan, result.blocked_models)
         for table in tables:  # before any statement reads them: a file Spark could not read, refused in words
             if table.model in idle or table.model in result.blocked_models or not is_listed_here(table.folder):
                 continue
@@ -491,6 +493,25 @@ def _embedded_session():
     """This process's own Spark session (the embedded target's, dbt's), or None: never starts one."""
     session_class = getattr(sys.modules.get("pyspark.sql.session"), "SparkSession", None)
     return getattr(session_class, "_instantiatedSession", None)
+
+
+def _plan_states(warehouse: Warehouse, tables, plan: dict[str, dict], blocked: set[str]) -> None:
+    """Adds to the plan of each evolved table with files to apply its state (project/iceberg.py:
+    table_states, macros/cdc/publish.sql: cdc_planned_state). On the single-writer target nothing else
+    commits to it until its batch. A table whose state cannot be read this way (not an Iceberg table)
+    leaves every batch to ask for its own."""
+    relations = {
+        t.identifier: quoted_relation(t.schema, t.identifier)
+        for t in tables
+        if t.model not in blocked and plan.get(t.identifier, {}).get("columns") and plan[t.identifier].get("files")
+    }
+    try:
+        states = iceberg.table_states(warehouse, relations)
+    except Exception as error:  # the batches ask for their own, as without a plan
+        log.debug("the planned tables' states could not be read in one query: %s", error)
+        return
+    for identifier, state in states.items():
+        plan[identifier]["state"] = state
 
 
 def _threads(own_tables_only: bool, dbt_args: Sequence[str]) -> list[str]:

@@ -196,3 +196,41 @@ def refs_besides_main(warehouse: Warehouse, relation: str) -> list[tuple[str, st
     return [
         (name, kind) for name, kind in warehouse.query(f"select name, type from {quoted}.refs where name <> 'main'")
     ]
+
+
+# The snapshot summary totals a batch reads (macros/cdc/publish.sql: cdc_table_state, whose meaning this keeps).
+STATE_TOTALS = {
+    "bytes": "total-files-size",
+    "data_rows": "total-records",
+    "deleted_rows": "total-position-deletes",
+    "delete_files": "total-delete-files",
+}
+
+
+def table_states(warehouse: Warehouse, relations: dict[str, str]) -> dict[str, dict]:
+    """What each batch needs to know of its table before it starts, for many tables in one query (key ->
+    relation): the snapshot `main` points at (None without one), the names of its branches, the bytes of
+    its data files and its delete layout then (data rows, position-deleted rows, delete files; None when
+    the summary lacks them), as cdc_table_state returns it."""
+    if not relations:
+        return {}
+    totals = ", ".join(f"snapshots.summary[{sql_string(total)}]" for total in STATE_TOTALS.values())
+    parts = [
+        f"select {sql_string(key)}, refs.name, refs.type, refs.snapshot_id, {totals}"
+        f" from {relation}.refs as refs left join {relation}.snapshots as snapshots"
+        " on refs.snapshot_id = snapshots.snapshot_id"
+        for key, relation in relations.items()
+    ]
+    states = {key: {"snapshot": None, "branches": [], "bytes": 0, "layout": None} for key in relations}
+    for key, name, kind, snapshot, size, data_rows, deleted_rows, delete_files in warehouse.query(
+        " union all ".join(parts)
+    ):
+        state = states[key]
+        if name == "main":
+            state.update(snapshot=int(snapshot), bytes=int(size or 0))
+            if data_rows is not None and deleted_rows is not None and delete_files is not None:
+                layout = {"data_rows": data_rows, "deleted_rows": deleted_rows, "delete_files": delete_files}
+                state["layout"] = {k: int(v) for k, v in layout.items()}
+        elif str(kind).upper() == "BRANCH":
+            state["branches"].append(name)
+    return states
