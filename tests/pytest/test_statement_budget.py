@@ -27,15 +27,16 @@ SELECT = (
     *TABLES,
 )
 # The ceilings this test holds, measured on 2026-11-28 (the issue's goal beside each): a ratchet, lowered as
-# the engine gets there, never raised. Statements as dbt sends them (bench/instrument.py: SqlProfile);
-# commits from the tables' snapshots.
+# the engine gets there; one is raised only when work moves out of every node into one statement of the run
+# (the tables' states: each node -1, the run +1). Statements as dbt sends them (bench/instrument.py:
+# SqlProfile); commits from the tables' snapshots.
 BUDGET = {
-    "node statements": 7,  # per current-state model node, a compaction included; goal 4 (dbt metadata included)
+    "node statements": 6,  # per current-state model node, a compaction included; goal 4 (dbt metadata included)
     "table commits": 3,  # per applied table (its MERGE, and here a compaction: the sample deletes >10 %); goal 1
     "accounting commits": 1,  # the ledger's and the batch log's, once per run (commands/accounting.py); goal 1
     "tombstone commits": 1,  # once per run (the batches hand them over as literals, or spool them); goal 1
     "test statements": 1,  # per applied table, its data tests (the batch checks what it guarantees); goal 1
-    "run statements": 19,  # hooks, plan, relation cache, on-run-start, accounting; goal 8
+    "run statements": 20,  # hooks, plan and the tables' states, relation cache, on-run-start, accounting; goal 8
     "idle statements": 6,  # a run with nothing new; goal 3
 }
 
