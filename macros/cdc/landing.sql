@@ -141,6 +141,22 @@
 {%- endmacro %}
 
 
+{% macro cdc_planned_raw_columns(staging_model, files) -%}
+    {#- The raw columns of a batch of one file (`files`: its path in the folder), as the hooks read its
+        footer this run (names only, in the file's order: what Spark's describe of the file gives), or
+        none: ask Spark. -#}
+    {%- for entry in cdc_run_plan().values() if entry.get('staging_model') == staging_model
+            and entry.get('raw_columns') and entry.files | map(attribute=1) | list == files -%}
+        {%- set columns = [] -%}
+        {%- for name in entry.raw_columns -%}
+            {%- do columns.append({'name': name, 'data_type': none}) -%}
+        {%- endfor -%}
+        {{ return(columns) }}
+    {%- endfor -%}
+    {{ return(none) }}
+{%- endmacro %}
+
+
 {% macro cdc_planned_groups(staging_model) -%}
     {#- Whether the hooks registered file groups for `staging_model` this run (true/false), or none
         when the plan does not say: then cdc_raw_file_groups is read. -#}

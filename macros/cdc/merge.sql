@@ -56,30 +56,42 @@
 
     {#- 1-3. One read of the pinned batch: every change event, ranked per key (last change: commit
            time, sequence, file), each marked with what became of it within the batch (superseded,
-           a copy, older than a truncate or than its key's tombstone) and cached (on disk for a full
-           build, whose batch is every raw file and need not fit in memory). Then one aggregate of
-           the cached batch per file gives the validation (a bad batch is refused here, before
-           anything is written), the newest truncate, the batch log's counts and each file's events
-           for the ledger. The batch's deletes become tombstones only after the target has committed
-           (7): a write to cdc_tombstones would make Spark drop every cached query that reads it. -#}
+           a copy, older than a truncate or than its key's tombstone). Then one aggregate of it per
+           file gives the validation (a bad batch is refused here, before anything is written), the
+           newest truncate, the batch log's counts, each file's events for the ledger and, in `make
+           run`, the tombstones of a few deletes. The batch's deletes become tombstones only after the
+           target has committed (7): a write to cdc_tombstones would make Spark drop every cached
+           query that reads it.
+           The read is cached (on disk for a full build, whose batch is every raw file and need not fit
+           in memory), except for a small batch of a small table on the single-writer target, which
+           the run's plan says is within cdc_uncached_batch_max_bytes: its two reads (the aggregate,
+           the MERGE) read its few raw files twice, which costs less than caching them and dropping the
+           cache (raw files are never rewritten once landed, but by an erasure, which on this target
+           cannot run beside a run). -#}
     {#- (A table created empty in this run reads every raw file again: no tombstone of before counts.) -#}
     {%- set tombstones = '(select * from ' ~ tombstone_table ~ ' where model_name = ' ~ model_name
         ~ (' and false' if into_empty else '') ~ ')' -%}
-    {%- do cdc_execute(
-        'cache table ' ~ changes
-        ~ (" options ('storageLevel' 'DISK_ONLY')" if into_empty else '')
-        ~ ' as ' ~ cdc_batch_changes_sql(events, tombstones, keys, every_event=true)
-    ) -%}
-    {%- do record.views.append('changes') -%}
-    {%- set last = cdc_last_changes(changes) -%}
-    {#- The table as the batch finds it (step 5 reads it at that snapshot). On the single-writer target,
-        a small table (its data files within cdc_one_merge_max_bytes) takes the whole batch in one
-        MERGE (step 6), and its last changes are classified against the table in the same query as
-        the validation (`classified_now`: no query of its own). -#}
+    {#- The table as the batch finds it (step 5 reads it at that snapshot): from the run's plan, else
+        asked. On the single-writer target, a small table (its data files within
+        cdc_one_merge_max_bytes) takes the whole batch in one MERGE (step 6), and its last changes are
+        classified against the table in the same query as the validation (`classified_now`: no query
+        of its own). -#}
     {%- set state = none if into_empty else (cdc_planned_state(target.identifier) or cdc_table_state(target)) -%}
     {%- set single_writer = cdc_single_writer() -%}
     {%- set one_merge = state is not none and single_writer and state.snapshot is not none
         and state.bytes <= cdc_one_merge_max_bytes() -%}
+    {%- set batch_bytes = cdc_run_plan().get(target.identifier, {}).get('bytes') -%}
+    {%- if one_merge and batch_bytes is not none and batch_bytes <= cdc_uncached_batch_max_bytes() -%}
+        {%- set changes = '(' ~ cdc_batch_changes_sql(events, tombstones, keys, every_event=true) ~ ')' -%}
+    {%- else -%}
+        {%- do cdc_execute(
+            'cache table ' ~ changes
+            ~ (" options ('storageLevel' 'DISK_ONLY')" if into_empty else '')
+            ~ ' as ' ~ cdc_batch_changes_sql(events, tombstones, keys, every_event=true)
+        ) -%}
+        {%- do record.views.append('changes') -%}
+    {%- endif -%}
+    {%- set last = cdc_last_changes(changes) -%}
     {%- set effective_sql = none if state is none else cdc_effective_changes_sql(last,
         target if state.snapshot is none else '(select * from ' ~ target ~ ' version as of ' ~ state.snapshot ~ ')',
         keys, outcome=true) -%}
@@ -321,6 +333,13 @@ where s._cdc_op <> 'D'
             ~ ' from ' ~ changes ~ " where _cdc_op = 'D'", 'deletes', record) -%}
     {%- endif -%}
 {% endmacro %}
+
+
+{% macro cdc_uncached_batch_max_bytes() -%}
+    {#- Up to how many bytes of raw files a small table's batch is read twice instead of cached
+        (step 1-3). -#}
+    {{ return(4 * 1024 * 1024) }}
+{%- endmacro %}
 
 
 {% macro cdc_tombstones_spooled() -%}

@@ -48,7 +48,8 @@
         {%- set parts = [] -%}
         {%- for read in cdc_landing_reads(staging_model, folder, file_count, files) -%}
             {%- set fields = [] -%}
-            {%- do parts.append(cdc_cast_columns(stg_debezium_changes_sql(read.relation, shape, node, fields), read.types)) -%}
+            {%- set top = cdc_planned_raw_columns(staging_model, files) if files is not none and read.types is none else none -%}
+            {%- do parts.append(cdc_cast_columns(stg_debezium_changes_sql(read.relation, shape, node, fields, top), read.types)) -%}
             {%- if columns is not none and loop.first -%}
                 {%- do columns.extend(((read.types.keys() | list) if read.types is not none else fields)
                     + ['_cdc_op', '_cdc_ts', '_cdc_seq', '_cdc_source_file']) -%}
@@ -64,9 +65,10 @@
 {%- endmacro %}
 
 
-{% macro stg_debezium_changes_sql(files, shape, node, business=[]) %}
-    {#- `business` gets the business columns' names as the SQL selects them (lower case). -#}
-    {%- set top = cdc_landing_columns_of('select * from ' ~ files) -%}
+{% macro stg_debezium_changes_sql(files, shape, node, business=[], top=none) %}
+    {#- `business` gets the business columns' names as the SQL selects them (lower case); `top`: the
+        files' columns when the caller knows them (cdc_planned_raw_columns). -#}
+    {%- set top = top or cdc_landing_columns_of('select * from ' ~ files) -%}
     {%- set top_names = top | map(attribute='name') | map('lower') | list -%}
     {%- set kafka_position -%}
         concat(

@@ -39,7 +39,8 @@
     {%- else -%}
         {%- set parts = [] -%}
         {%- for read in cdc_landing_reads(staging_model, folder, file_count, files) -%}
-            {%- set raw_columns = cdc_landing_columns_of('select * from ' ~ read.relation) -%}
+            {%- set raw_columns = (cdc_planned_raw_columns(staging_model, files) if files is not none and read.types is none
+                else none) or cdc_landing_columns_of('select * from ' ~ read.relation) -%}
             {%- set sql = stg_dms_changes_sql(read.relation, raw_columns, ts_column, node) -%}
             {%- if columns is not none and loop.first -%}
                 {%- do columns.extend((read.types.keys() | list) if read.types is not none

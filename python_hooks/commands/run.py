@@ -40,6 +40,7 @@ from python_hooks.commands.selection import guaranteed_tests, idle_descendants, 
 from python_hooks.commands.summary import run_summary
 from python_hooks.evolution import staging_views
 from python_hooks.evolution.apply import evolve, unreadable_files
+from python_hooks.evolution.footers import FooterReadError, read_footer
 from python_hooks.landing.files import empty_files, is_listed_here, landing_files, raw_files
 from python_hooks.landing.pending import (
     PLAN_VARIABLE,
@@ -129,10 +130,15 @@ def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False, rebu
         for table in tables:  # before any statement reads them: a file Spark could not read, refused in words
             if table.model in idle or table.model in result.blocked_models or not is_listed_here(table.folder):
                 continue
-            unreadable = unreadable_files(table, batch_files(table, waiting.plan, rebuild))
+            files = batch_files(table, waiting.plan, rebuild)
+            unreadable = unreadable_files(table, files)
             if unreadable:
                 result.problems.extend(unreadable)
                 result.blocked_models.update({table.staging_model, table.model})
+            elif len(files) == 1 and table.identifier in plan and not plan[table.identifier].get("grouped", True):
+                # one file: its columns in its order are the batch's raw columns (cdc_planned_raw_columns)
+                with contextlib.suppress(FooterReadError):  # read whole just before: then the batch asks
+                    plan[table.identifier]["raw_columns"] = read_footer(files[0]).names
         views, unchanged, registers_empty = {}, set(), False
         # On a shared target another run (or an erasure) may change a view or a register meanwhile: there both
         # are read by each batch.

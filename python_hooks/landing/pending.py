@@ -80,8 +80,8 @@ def _keep_ledger(cache_dir: Path, ledger: str, snapshot: str, applied: dict[str,
 class Pending:
     """What waits per current-state model: how many raw files (every model whose table exists), and,
     for a folder Python lists, which ones: {model identifier: {"folder": ..., "files": [[name, path relative
-    to the folder], ...]}}, oldest name first, as macros/cdc/landing.sql: cdc_landing_pending lists
-    them (the run hands this plan to dbt: `plan_environment`)."""
+    to the folder], ...], "bytes": their size}}, oldest name first, as macros/cdc/landing.sql:
+    cdc_landing_pending lists them (the run hands this plan to dbt: `plan_environment`)."""
 
     counts: dict[str, int] = field(default_factory=dict)
     plan: dict[str, dict] = field(default_factory=dict)
@@ -100,15 +100,16 @@ def pending(warehouse: Warehouse, tables: Sequence[CdcTable], cache_dir: Path | 
     counts: dict[str, int] = {}
     plan: dict[str, dict] = {}
     for table in listed:
-        waiting = sorted(
-            (file.name, file.relative)
-            for file in landing_files(table.folder)
-            if file.name not in applied[table.identifier]
-        )
+        new = [file for file in landing_files(table.folder) if file.name not in applied[table.identifier]]
+        waiting = sorted((file.name, file.relative) for file in new)
         counts[table.model] = len(waiting)
         names = [name for name, _ in waiting]
         if waiting and len(set(names)) == len(names):  # two files of one name: the macro refuses them
-            plan[table.identifier] = {"folder": table.landing.rstrip("/"), "files": [list(w) for w in waiting]}
+            plan[table.identifier] = {
+                "folder": table.landing.rstrip("/"),
+                "files": [list(w) for w in waiting],
+                "bytes": sum(file.size for file in new),
+            }
     remote = [t for t in built if not is_listed_here(t.landing) and warehouse.table_exists(meta, table_probe(t))]
     return Pending({**counts, **_pending_in_listing_tables(warehouse, remote)}, plan)
 

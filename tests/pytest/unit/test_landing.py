@@ -114,7 +114,10 @@ def test_files_waiting_are_listed_files_the_ledger_lacks_in_one_query(tmp_path):
     waiting = pending(warehouse, [a, b, c])
     assert idle_models([a, b, c], waiting) == {"b", "stg_b"}
     # the plan handed to dbt: a's waiting file, by name and path in its folder, as the macro lists it
-    assert waiting.plan == {"a": {"folder": str(tmp_path / "a"), "files": [["c1.parquet", "2026/11/25/c1.parquet"]]}}
+    size = (tmp_path / "a" / "2026/11/25/c1.parquet").stat().st_size
+    assert waiting.plan == {
+        "a": {"folder": str(tmp_path / "a"), "files": [["c1.parquet", "2026/11/25/c1.parquet"]], "bytes": size}
+    }
 
 
 def test_the_plan_leaves_out_a_table_whose_file_names_repeat_and_what_does_not_fit(tmp_path):
@@ -191,4 +194,4 @@ def test_python_lists_local_and_file_uri_folders_and_leaves_other_schemes_to_spa
     warehouse = _Warehouse({("lake", "a"), ("lake", "f"), ("lake", "g"), ("lake_cdc_meta", "cdc_file_ledger")}, [])
     waiting = pending(warehouse, [local, uri, other])
     assert waiting.counts == {"a": 1, "f": 1}  # g: Spark's listing table lists it, and it does not exist yet
-    assert waiting.plan["f"] == {"folder": as_uri, "files": [["LOAD1.parquet", "LOAD1.parquet"]]}
+    assert waiting.plan["f"] == {"folder": as_uri, "files": [["LOAD1.parquet", "LOAD1.parquet"]], "bytes": 4}
