@@ -127,11 +127,12 @@ def breakdown(statements: list[Statement], wall: float) -> dict:
 
 
 def merge_step_seconds(statements: list[Statement]) -> float:
-    """cdc_apply_batch's work on the batch: from reading the pinned batch
-    (`cache table ..__cdc_changes`) to the end of its last write to the target (INSERT,
-    MERGE INTO, branch publish; the last one's execute time only)."""
+    """cdc_apply_batch's work on the batch: from reading the pinned batch (`cache table ..__cdc_changes`,
+    or, for a small batch that is not cached, its validation aggregate) to the end of its last write to
+    the target (INSERT, MERGE INTO, branch publish; the last one's execute time only)."""
     categories = [categorise(s.sql) for s in statements]
-    first = next((i for i, c in enumerate(categories) if c == "merge: read pinned batch, last change per key"), None)
+    reads = ("merge: read pinned batch, last change per key", "merge: validate batch, count outcomes")
+    first = next((i for i, c in enumerate(categories) if c in reads), None)
     last = next((i for i in range(len(categories) - 1, -1, -1) if categories[i] == MERGE_INTO), None)
     if first is None or last is None:
         return 0.0
