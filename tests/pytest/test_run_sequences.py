@@ -207,12 +207,36 @@ def _overwritten_footer(good: bytes) -> bytes:
     return good[: -8 - length] + bytes(length) + good[-8:]
 
 
+def _segment_file(folder: Path) -> Path:
+    """A CDC file of crm.customer_address after stage 4, as DMS writes it once the source gained a column
+    `segment`: an update of customer 1."""
+    when = dt.datetime(2026, 11, 5, 9, 0, tzinfo=dt.timezone.utc)
+    path = folder / "20261105-090000000.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "Op": ["U"],
+                "customer_id": pa.array([1], pa.int64()),
+                "city": ["Reykjavik"],
+                "country": ["Iceland"],
+                "row_audit_ts": pa.array([when], dms.TIMESTAMP),
+                "segment": ["retail"],
+                "last_update_time": pa.array([when], dms.TIMESTAMP),
+                "AR_H_CHANGE_SEQ": ["9" * 35],
+            }
+        ),
+        path,
+    )
+    return path
+
+
 @pytest.mark.parametrize(
     "damaged", [_overwritten_footer, lambda good: good[: len(good) // 2]], ids=["footer_overwritten", "truncated"]
 )
 def test_an_applied_file_damaged_in_place_refuses_no_later_run(dbt, spark, schema, tmp_path, caplog, damaged):
     """An applied file is never read by a batch again: damaged in place, it must not refuse the table at every
-    run; the files that land after it are applied, run after run."""
+    run; the files that land after it are applied, run after run, and one with a new column too (its staging
+    view is built again then: Spark must not meet the damaged footer there either)."""
     landing, relation, before = _built(dbt, spark, schema, tmp_path)
 
     applied = _folder(landing, "customer_address") / APPLIED
@@ -224,3 +248,17 @@ def test_an_applied_file_damaged_in_place_refuses_no_later_run(dbt, spark, schem
         _assert_replayed(spark, schema, _accepted(tmp_path, stage), f"stage {stage} after the damaged applied file")
         _assert_one_warning(caplog, APPLIED)
     assert [name for name, _ in spark.table(relation).dtypes] == [name for name, _ in before.columns]
+
+    accepted = _accepted(tmp_path, 4)
+    _segment_file(_folder(landing, "customer_address"))
+    _segment_file(_folder(accepted, "customer_address"))
+    caplog.clear()
+    assert dbt.pipeline(*CRM, landing=landing, schema=schema), _summary(caplog)
+    _assert_one_warning(caplog, APPLIED)
+    columns = [*dms.TABLES["customer_address"], "segment", "_cdc_op", "_cdc_ts"]
+    expected = {
+        key: {**row, "segment": row.get("segment")}
+        for key, row in replay(_folder(accepted, "customer_address"), ["customer_id"]).items()
+    }
+    actual = table_rows(spark, relation, ["customer_id"], columns)
+    assert_same_table(actual, expected, "after a file with a new column")
