@@ -7,10 +7,11 @@ promotion of the other (the rules of `evolution.types`); otherwise the disagreem
 Struct columns are merged field by field (the Debezium `after`/`before` images gain fields).
 
 Which files' columns reach a table is decided in one place, `evolution.apply.inspect_table`: the union
-of the files a run accepts, computed every run from the files listed now (`union_of`). `FooterCache`
+of the new files a run accepts, computed every run from the files listed now (`union_of`). `FooterCache`
 only spares reading a footer twice: one entry per file (its location, size, mtime and footer schema);
 it never holds a union, so a removed, replaced or refused file's columns cannot outlive the file, and
-throwing the cache away changes no answer.
+throwing the cache away changes no plan. It also tells an applied file changed in place since its footer
+was read (`FooterCache.read`), which the hook leaves out with a warning.
 
 Files are read through the storage seam (python_hooks/project/storage.py): a local path, a listed
 `StoredFile` or a Location, on this machine or on S3; only the footer's bytes are fetched.
