@@ -118,7 +118,9 @@ def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False, rebu
         # a shared one another run may apply them meanwhile, so each model lists its own at its turn).
         single_writer = warehouse.single_writer
         plan = waiting.plan if single_writer else {}
-        result = evolve(warehouse, session.manifest, state_dir(), skip=idle)
+        result = evolve(
+            warehouse, session.manifest, state_dir(), skip=idle, applied=None if rebuild else waiting.applied
+        )
         for table in tables:  # what the hooks know of each planned table, so that its batch need not ask again
             entry = plan.get(table.identifier)
             if entry is not None and table.model in result.columns:

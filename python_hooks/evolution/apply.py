@@ -4,16 +4,18 @@ For every current-state model of the dbt project (materialized `cdc_current_stat
 manifest, through its staging model, to the source and its landing folder) it:
 
 1. reads the Parquet footers of the table's raw files listed now (only those not read before:
-   `FooterCache`, kept in `$CDC_WAREHOUSE/_python_hooks/`) and computes the union of the files it
-   accepts (`inspect_table`: THE RULE of which files' columns reach a table);
+   `FooterCache`, kept in `$CDC_WAREHOUSE/_python_hooks/`) and computes the union of the new files it
+   accepts (`inspect_table`: THE RULE of which files' columns reach a table); an applied file changed in
+   place since (replaced, damaged) gets one warning and is read by nothing;
 2. reads the Iceberg table's schema (a missing table is "not created yet": dbt creates it);
 3. plans (`evolution.plan.plan_schema_changes`): columns to add, promotions to apply, refusals;
 4. logs each change of the plan in `schema_evolution_log`, then applies it with quoted identifiers;
 5. when raw files disagree on a column's type (an int column now sent as bigint), records which
    files Spark must read with which types (`cdc_raw_file_groups`), so that staging reads each
-   group on its own and casts to the promoted type (Spark cannot read both in one relation).
+   group on its own and casts to the promoted type (Spark cannot read both in one relation); also
+   when an applied file changed in place, so that staging reads the other files only.
 
-A table with a refused change or an unreadable file is left as it is and reported; the others go
+A table with a refused change or an unreadable new file is left as it is and reported; the others go
 on. `blocked_models` lists what dbt must not build this run.
 """
 
@@ -23,7 +25,7 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -122,10 +124,17 @@ def _refusal_message(refusal: Refusal, table: CdcTable, file_types: dict[str, di
 
 
 def evolve(
-    warehouse: Warehouse, manifest, state_dir: Path, run_id: str | None = None, skip: Iterable[str] = ()
+    warehouse: Warehouse,
+    manifest,
+    state_dir: Path,
+    run_id: str | None = None,
+    skip: Iterable[str] = (),
+    applied: Mapping[str, Collection[str]] | None = None,
 ) -> EvolutionResult:
     """`skip`: models with nothing new to apply (landing.pending.idle_models): every raw file of theirs is
-    applied, so their tables already hold every column of those files; they are not looked at."""
+    applied, so their tables already hold every column of those files; they are not looked at.
+    `applied`: per model identifier, the raw file names its ledger lists (landing.pending.Pending.applied;
+    none: every file is read as new, as a rebuild reads them): see `inspect_table`."""
     result = EvolutionResult(run_id=run_id or str(uuid.uuid4()))
     cache = FooterCache(Path(state_dir) / "footer_cache.json")
     group_rows: dict[str, list[tuple[int, list[str], str]]] = {}
@@ -134,7 +143,7 @@ def evolve(
         if table.model in skipped:
             continue
         try:
-            _evolve_table(warehouse, table, cache, result, group_rows)
+            _evolve_table(warehouse, table, cache, result, group_rows, (applied or {}).get(table.identifier, ()))
         except (FooterReadError, StorageError) as error:
             result.problems.append(f"{table.model} (source {table.source}): {error}. The table was not changed.")
             result.blocked_models.update({table.staging_model, table.model})
@@ -146,44 +155,74 @@ def evolve(
 @dataclass(frozen=True)
 class Inspection:
     """What a table's raw files say before anything is changed: the problems that refuse the table, the
-    plan, the union schema of the accepted files and the per-file types. Pure but for the footers."""
+    plan, the union schema of the new files accepted (`union`, planned), the union schema of the files
+    staging reads (`staged`: the folder's files but those changed in place since they were applied) and
+    their per-file types, the business columns and types the table holds after the plan
+    (`business_types`), and one warning per applied file changed in place (`ignored`). Pure but for the
+    footers."""
 
     problems: list[str]
     plan: Plan | None = None
     union: pa.Schema | None = None
     incoming: pa.Schema | None = None
     file_types: dict[str, dict[str, str]] = field(default_factory=dict)
+    staged: pa.Schema | None = None
+    business_types: dict[str, str] = field(default_factory=dict)
+    ignored: list[str] = field(default_factory=list)
 
 
-def inspect_table(table: CdcTable, files: Sequence[RawFile], cache: FooterCache, current) -> Inspection:
-    """Footers of `files` (oldest first) read through `cache`, their union checked (type conflicts, key
-    columns) and planned against the table's `current` columns (None: not created yet). A file whose
-    footer cannot be read is a FooterReadError naming it; every problem names the model and the file.
+def inspect_table(
+    table: CdcTable, files: Sequence[RawFile], cache: FooterCache, current, applied: Collection[str] = ()
+) -> Inspection:
+    """Footers of `files` (oldest first) read through `cache`, the union of the new ones checked (type
+    conflicts, key columns) and planned against the table's `current` columns (None: not created yet).
+    `applied`: the file names the table's ledger lists. A new file whose footer cannot be read is a
+    FooterReadError naming it; every problem names the model and the file.
 
     THE RULE of which files' columns reach a table: the union planned is that of the files the run
-    accepts, computed here every run from `files` (the folder's listing now) minus the files refused
-    (no key column, a type conflict; any refusal refuses the table whole, so nothing is planned from
-    a union with them either). Nothing of a file outlives it: a removed, replaced or refused file's
-    columns never reach the table, in this run or a later one."""
-    footers = cache.footers(str(table.folder), files)
-    file_types = {name: column_types(schema) for name, schema in footers}
-    problems = missing_keys(table, file_types)
-    keyless = keyless_files(table, file_types)
-    accepted = [(name, schema) for name, schema in footers if name not in keyless]
-    checked = union_of(accepted)
-    problems = [f"{c.message()} [model {table.model}, source {table.source}]" for c in checked.conflicts] + problems
-    conflicting = {c.file for c in checked.conflicts}
-    union = union_of((name, schema) for name, schema in accepted if name not in conflicting) if conflicting else checked
+    accepts, computed here every run from `files` (the folder's listing now) minus the files applied
+    before (in `applied`: their columns are the table's already, and the ledger knows a file by its name,
+    so a batch never reads one again) minus the files refused (no key column, a type conflict; any
+    refusal refuses the table whole, so nothing is planned from a union with them either). Nothing of a
+    file outlives it: a removed, replaced or refused file's columns never reach the table, in this run
+    or a later one; an applied file changed in place (replaced, damaged) neither adds a column nor
+    refuses the table: one warning says its new content is ignored."""
+    found = cache.read(str(table.folder), files, applied)
+    ignored = [
+        f"{table.model} (source {table.source}): raw file {name} was already applied (cdc_file_ledger) and"
+        f" has changed in place since ({why}); the ledger knows a file by its name, so its new content is"
+        " ignored: land it under a new name to apply it, or put the applied copy back"
+        for name, why in found.changed.items()
+    ]
+    readable = found.schemas
+    new = [(name, schema) for name, schema in readable if location(name).name not in applied]
+    file_types = {name: column_types(schema) for name, schema in readable}
+    new_types = {name: file_types[name] for name, _ in new}
+    problems = missing_keys(table, new_types)
+    keyless = keyless_files(table, new_types)
+    # Conflicts are looked for among every file staging reads (the applied ones' types are the table's), and
+    # refuse the table when a new file has them; the union planned is the new files' only.
+    staged = union_of((name, schema) for name, schema in readable if name not in keyless)
+    conflicts = [c for c in staged.conflicts if c.file in new_types]
+    problems = [f"{c.message()} [model {table.model}, source {table.source}]" for c in conflicts] + problems
+    refused = {c.file for c in conflicts} | set(keyless)
+    union = union_of((name, schema) for name, schema in new if name not in refused)
     try:
         incoming = decoded_schema(
             business_schema(union.schema, table.producer, table.timestamp_column), dict(table.decoded_types)
         )
+        staged_business = decoded_schema(
+            business_schema(staged.schema, table.producer, table.timestamp_column), dict(table.decoded_types)
+        )
     except SchemaShapeError as error:
-        return Inspection([*problems, f"{table.model} (source {table.source}): {error}"], None, union.schema)
+        problems.append(f"{table.model} (source {table.source}): {error}")
+        return Inspection(problems, None, union.schema, staged=staged.schema, ignored=ignored)
     relation = quoted_relation(table.schema, table.identifier)
     plan = plan_schema_changes(relation, current, incoming, table.timestamp_column)
     problems += [_refusal_message(refusal, table, file_types) for refusal in plan.refusals]
-    return Inspection(problems, plan, union.schema, incoming, file_types)
+    kept = {name.lower() for name in incoming.names} | {name.lower() for name, _ in current or ()}
+    business = {name.lower(): t for name, t in _spark_types(staged_business) if name.lower() in kept}
+    return Inspection(problems, plan, union.schema, incoming, file_types, staged.schema, business, ignored)
 
 
 def unreadable_files(table: CdcTable, files: Sequence[RawFile]) -> list[str]:
@@ -201,7 +240,12 @@ def unreadable_files(table: CdcTable, files: Sequence[RawFile]) -> list[str]:
 
 
 def _evolve_table(
-    warehouse: Warehouse, table: CdcTable, cache: FooterCache, result: EvolutionResult, group_rows
+    warehouse: Warehouse,
+    table: CdcTable,
+    cache: FooterCache,
+    result: EvolutionResult,
+    group_rows,
+    applied: Collection[str] = (),
 ) -> None:
     group_rows[table.staging_model] = []
     if not is_listed_here(table.folder):
@@ -216,14 +260,16 @@ def _evolve_table(
         log.info("%s: no raw file yet", table.model)
         return
     warehouse_columns = warehouse.columns(table.schema, table.identifier)
-    found = inspect_table(table, files, cache, warehouse_columns)
+    found = inspect_table(table, files, cache, warehouse_columns, applied)
+    for warning in found.ignored:
+        log.warning("%s", warning)
     problems, plan, incoming = found.problems, found.plan, found.incoming
-    if problems or plan is None or incoming is None or found.union is None:
+    if problems or plan is None or incoming is None or found.staged is None:
         result.problems.extend(problems)
         result.blocked_models.update({table.staging_model, table.model})
         log.error("%s: %d refused schema change(s); this table is not evolved nor built", table.model, len(problems))
         return
-    union = found.union
+    union = found.staged
     # Logged first, then applied: a crash between leaves a logged change that the next run applies
     # (and does not log again), never an applied change without its log row.
     _write_log(warehouse, result.run_id, plan.changes)
@@ -238,10 +284,12 @@ def _evolve_table(
         ]
     raw_types = {name.lower(): t for name, t in _spark_types(union)}
     groups = file_groups(table.folder, found.file_types, raw_types)
-    if len(groups) > 1:
+    # Files listed in groups are the only ones staging reads: an applied file changed in place is left out
+    # of them (Spark would merge its footer into the staging view's schema, or fail on it).
+    if len(groups) > 1 or found.ignored:
         result.grouped.add(table.staging_model)
         log.info("%s: raw files hold %d type variants: staging reads them separately", table.model, len(groups))
-        business_types = json.dumps({name.lower(): t for name, t in _spark_types(incoming)})
+        business_types = json.dumps(found.business_types)
         group_rows[table.staging_model] = [(i, g, business_types) for i, g in enumerate(groups)]
     result.staging_inputs[table.staging_model] = json.dumps(
         [union.to_string(show_field_metadata=False, show_schema_metadata=False), group_rows[table.staging_model]]

@@ -7,10 +7,11 @@ promotion of the other (the rules of `evolution.types`); otherwise the disagreem
 Struct columns are merged field by field (the Debezium `after`/`before` images gain fields).
 
 Which files' columns reach a table is decided in one place, `evolution.apply.inspect_table`: the union
-of the files a run accepts, computed every run from the files listed now (`union_of`). `FooterCache`
+of the new files a run accepts, computed every run from the files listed now (`union_of`). `FooterCache`
 only spares reading a footer twice: one entry per file (its location, size, mtime and footer schema);
 it never holds a union, so a removed, replaced or refused file's columns cannot outlive the file, and
-throwing the cache away changes no answer.
+throwing the cache away changes no plan. It also tells an applied file changed in place since its footer
+was read (`FooterCache.read`), which the hook leaves out with a warning.
 
 Files are read through the storage seam (python_hooks/project/storage.py): a local path, a listed
 `StoredFile` or a Location, on this machine or on S3; only the footer's bytes are fetched.
@@ -19,6 +20,7 @@ Files are read through the storage seam (python_hooks/project/storage.py): a loc
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import logging
 import os
@@ -302,6 +304,37 @@ def _stored(file: RawFile) -> StoredFile:
     return found
 
 
+@dataclass(frozen=True)
+class Footers:
+    """What `FooterCache.read` found: (file, footer schema) of the files it can use, in their order, and the
+    applied files changed in place since (file -> why, in words), which it left out."""
+
+    schemas: list[tuple[str, pa.Schema]]
+    changed: dict[str, str]
+
+
+def _when(mtime_ns: int) -> str:
+    return dt.datetime.fromtimestamp(mtime_ns / 1e9, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _applied_again(listed: StoredFile, entry: _Entry | None) -> tuple[_Entry, None] | tuple[None, str]:
+    """An applied file whose footer the cache does not hold as it is now: (its entry, None) when first seen
+    (a new cache) and readable; (None, why in words) when its footer cannot be read, or it differs in size
+    or mtime from the footer read before (replaced in place)."""
+    try:
+        schema = read_footer(listed.location).remove_metadata()
+    except FooterReadError as error:
+        return None, "its footer cannot be read now: " + str(error).removeprefix(
+            f"cannot read the Parquet footer of {listed.location}: "
+        )
+    if entry is None:
+        return _Entry(listed.size, listed.mtime_ns, schema), None
+    return None, (
+        f"{listed.size} bytes, modified {_when(listed.mtime_ns)} now; {entry.size} bytes, modified"
+        f" {_when(entry.mtime_ns)} when its footer was read"
+    )
+
+
 class FooterCache:
     """Each raw file's footer, read once: a per-file cache kept in a JSON state file, and nothing more.
 
@@ -336,20 +369,41 @@ class FooterCache:
         known by its location's string (a local path, `s3a://...` on S3) and its size and mtime: those
         of the listing for a `StoredFile`, else asked of the store. A footer that cannot be read is a
         FooterReadError naming the file, and leaves the cache as it was."""
+        return self.read(table, files).schemas
+
+    def read(self, table: str, files: Sequence[RawFile], applied: Collection[str] = ()) -> Footers:
+        """`footers`, but a file whose name is in `applied` (its table's ledger: applied before, never read by
+        a batch again) is never a FooterReadError: when it changed in place since its footer was read (size
+        or mtime) or its footer cannot be read now, it is in `changed`, with why in words, and not in
+        `schemas`; the entry of the footer read before is kept, so that a later run sees the change too."""
         previous = self._tables.get(table, {})
         entries: dict[str, _Entry] = {}
+        schemas: list[tuple[str, pa.Schema]] = []
+        changed: dict[str, str] = {}
         read = 0
         for path in files:
             listed = path if isinstance(path, StoredFile) else _stored(path)
             name = str(listed.location)
             entry = previous.get(name)
-            if entry is None or (entry.size, entry.mtime_ns) != (listed.size, listed.mtime_ns):
+            if entry is not None and (entry.size, entry.mtime_ns) == (listed.size, listed.mtime_ns):
+                pass
+            elif listed.name not in applied:
                 entry = _Entry(listed.size, listed.mtime_ns, read_footer(listed.location).remove_metadata())
                 read += 1
+            else:
+                read += 1
+                fresh, why = _applied_again(listed, entry)
+                if why is not None:
+                    changed[name] = why
+                    if entry is not None:
+                        entries[name] = entry
+                    continue
+                entry = fresh
             entries[name] = entry
+            schemas.append((name, entry.schema))
         logger.debug("%s: %d raw files, %d footers read", table, len(entries), read)
         self._tables[table] = entries
-        return [(name, entry.schema) for name, entry in entries.items()]
+        return Footers(schemas, changed)
 
     def union_schema(self, table: str, files: Sequence[RawFile], refused: Collection[str] = ()) -> UnionSchema:
         """Union schema of `files` (oldest first) but those named in `refused` (location strings)."""

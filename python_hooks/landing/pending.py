@@ -81,10 +81,13 @@ class Pending:
     """What waits per current-state model: how many raw files (every model whose table exists), and,
     for a folder Python lists, which ones: {model identifier: {"folder": ..., "files": [[name, path relative
     to the folder], ...], "bytes": their size}}, oldest name first, as macros/cdc/landing.sql:
-    cdc_landing_pending lists them (the run hands this plan to dbt: `plan_environment`)."""
+    cdc_landing_pending lists them (the run hands this plan to dbt: `plan_environment`), and, for those
+    folders, the file names each model's ledger lists ({model identifier: names}: `applied_files`; the
+    schema hook plans from the others)."""
 
     counts: dict[str, int] = field(default_factory=dict)
     plan: dict[str, dict] = field(default_factory=dict)
+    applied: dict[str, set[str]] = field(default_factory=dict)
 
 
 def pending(warehouse: Warehouse, tables: Sequence[CdcTable], cache_dir: Path | None = None) -> Pending:
@@ -111,7 +114,7 @@ def pending(warehouse: Warehouse, tables: Sequence[CdcTable], cache_dir: Path | 
                 "bytes": sum(file.size for file in new),
             }
     remote = [t for t in built if not is_listed_here(t.landing) and warehouse.table_exists(meta, table_probe(t))]
-    return Pending({**counts, **_pending_in_listing_tables(warehouse, remote)}, plan)
+    return Pending({**counts, **_pending_in_listing_tables(warehouse, remote)}, plan, applied)
 
 
 def pending_files(warehouse: Warehouse, tables: Sequence[CdcTable]) -> dict[str, int]:

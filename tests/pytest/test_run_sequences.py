@@ -6,6 +6,9 @@ runs after it must be right too. A refused, removed or replaced file leaves no t
   none of the refused file's columns (python_hooks/evolution/apply.py: inspect_table holds the rule).
 - A file whose pages do not decode is refused in one worded line before any statement reads it (the run
   reads each file of the batch with pyarrow first: evolution/apply.py: unreadable_files).
+- An applied file replaced in place (a column more) or damaged in place: the ledger knows it by name, so its
+  new content is never applied, and neither its columns nor its footer refuse or change the table in the
+  runs that apply later files; one warning line names it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from fuzz.damage import damage
 from fuzz.python_side import NOT_WORDS, assert_worded
@@ -27,6 +31,7 @@ from sample_data import dms
 
 CRM = ("--select", "staging.crm", "current_state.crm")
 SAME_NAME = "20261103-101000000.parquet"  # the name stage 3 gives a crm.customer_address CDC file
+APPLIED = "20261102-091500000.parquet"  # stage 2's crm.customer_address CDC file, applied by `_built`
 
 
 def _folder(landing: Path, table: str) -> Path:
@@ -147,3 +152,113 @@ def test_a_file_whose_pages_do_not_decode_is_refused_in_one_worded_line(dbt, spa
     for table in dms.TABLES:
         expected = replay(_folder(landing, table), ["customer_id"])
         assert_same_table(_actual(spark, schema, table), expected, f"after the good copy: {table}")
+
+
+def _accepted(tmp_path: Path, stages: int) -> Path:
+    """The files the pipeline accepts, as written, in a folder of their own: what the replay reads."""
+    accepted = tmp_path / "accepted"
+    for stage in range(1, stages + 1):
+        dms.write_stage(accepted, stage)
+    return accepted
+
+
+def _assert_replayed(spark, schema: str, accepted: Path, label: str) -> None:
+    for table in dms.TABLES:
+        expected = replay(_folder(accepted, table), ["customer_id"])
+        assert_same_table(_actual(spark, schema, table), expected, f"{label}: {table}")
+
+
+def _warnings(caplog, name: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and name in r.getMessage()]
+
+
+def _assert_one_warning(caplog, name: str) -> None:
+    """One worded warning line names the applied file changed in place and its table, and says it is ignored."""
+    lines = _warnings(caplog, name)
+    assert len(lines) == 1, f"{len(lines)} warning lines name {name}: {lines}"
+    assert "crm__customer_address" in lines[0] and "already applied" in lines[0], lines[0]
+    assert "\n" not in lines[0] and not NOT_WORDS.search(lines[0]), lines[0]
+
+
+def test_an_applied_file_replaced_with_a_column_more_brings_no_column(dbt, spark, schema, tmp_path, caplog):
+    """The ledger keys applied files by name: a replaced applied file's new content is never applied, and its
+    new column must not reach the table when a later file is applied either."""
+    landing, relation, before = _built(dbt, spark, schema, tmp_path)
+    columns = [name for name, _ in before.columns]
+
+    applied = _folder(landing, "customer_address") / APPLIED
+    replaced = pq.read_table(applied)
+    replaced = replaced.set_column(
+        replaced.schema.get_field_index("city"), "city", pa.array(["Atlantis"] * replaced.num_rows)
+    ).append_column("loyalty_tier", pa.array(["gold"] * replaced.num_rows))
+    pq.write_table(replaced, applied)
+    dms.write_stage(landing, 3)
+    caplog.clear()
+    assert dbt.pipeline(*CRM, landing=landing, schema=schema), _summary(caplog)
+    now = [name for name, _ in spark.table(relation).dtypes]
+    assert now == columns, f"the table's columns changed: {sorted(set(now) - set(columns))} appeared"
+    _assert_replayed(spark, schema, _accepted(tmp_path, 3), "after the replaced applied file")
+    _assert_one_warning(caplog, APPLIED)
+
+
+def _overwritten_footer(good: bytes) -> bytes:
+    """`good` with its footer's bytes zeroed, its length and closing marker kept."""
+    length = int.from_bytes(good[-8:-4], "little")
+    return good[: -8 - length] + bytes(length) + good[-8:]
+
+
+def _segment_file(folder: Path) -> Path:
+    """A CDC file of crm.customer_address after stage 4, as DMS writes it once the source gained a column
+    `segment`: an update of customer 1."""
+    when = dt.datetime(2026, 11, 5, 9, 0, tzinfo=dt.timezone.utc)
+    path = folder / "20261105-090000000.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "Op": ["U"],
+                "customer_id": pa.array([1], pa.int64()),
+                "city": ["Reykjavik"],
+                "country": ["Iceland"],
+                "row_audit_ts": pa.array([when], dms.TIMESTAMP),
+                "segment": ["retail"],
+                "last_update_time": pa.array([when], dms.TIMESTAMP),
+                "AR_H_CHANGE_SEQ": ["9" * 35],
+            }
+        ),
+        path,
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    "damaged", [_overwritten_footer, lambda good: good[: len(good) // 2]], ids=["footer_overwritten", "truncated"]
+)
+def test_an_applied_file_damaged_in_place_refuses_no_later_run(dbt, spark, schema, tmp_path, caplog, damaged):
+    """An applied file is never read by a batch again: damaged in place, it must not refuse the table at every
+    run; the files that land after it are applied, run after run, and one with a new column too (its staging
+    view is built again then: Spark must not meet the damaged footer there either)."""
+    landing, relation, before = _built(dbt, spark, schema, tmp_path)
+
+    applied = _folder(landing, "customer_address") / APPLIED
+    applied.write_bytes(damaged(applied.read_bytes()))
+    for stage in (3, 4):
+        dms.write_stage(landing, stage)
+        caplog.clear()
+        assert dbt.pipeline(*CRM, landing=landing, schema=schema), _summary(caplog)
+        _assert_replayed(spark, schema, _accepted(tmp_path, stage), f"stage {stage} after the damaged applied file")
+        _assert_one_warning(caplog, APPLIED)
+    assert [name for name, _ in spark.table(relation).dtypes] == [name for name, _ in before.columns]
+
+    accepted = _accepted(tmp_path, 4)
+    _segment_file(_folder(landing, "customer_address"))
+    _segment_file(_folder(accepted, "customer_address"))
+    caplog.clear()
+    assert dbt.pipeline(*CRM, landing=landing, schema=schema), _summary(caplog)
+    _assert_one_warning(caplog, APPLIED)
+    columns = [*dms.TABLES["customer_address"], "segment", "_cdc_op", "_cdc_ts"]
+    expected = {
+        key: {**row, "segment": row.get("segment")}
+        for key, row in replay(_folder(accepted, "customer_address"), ["customer_id"]).items()
+    }
+    actual = table_rows(spark, relation, ["customer_id"], columns)
+    assert_same_table(actual, expected, "after a file with a new column")

@@ -505,3 +505,32 @@ def test_read_pages_of_a_file_this_user_may_not_read(tmp_path: Path, dms_files: 
         f"cannot read the Parquet footer of {dms_files[0]}: permission denied: the user running the pipeline"
         f" (uid {os.geteuid()}) cannot read it; make it readable by that user (chmod, chown), then run again"
     )
+
+
+def test_an_applied_file_changed_in_place_is_left_out_with_why(tmp_path: Path, dms_files: list[Path]) -> None:
+    """`FooterCache.read`: a file the ledger lists is never a FooterReadError; replaced (size or mtime differ
+    from its footer read before) or unreadable, it is in `changed` with why, and in no schema; a new file
+    that cannot be read is still a FooterReadError."""
+    state = tmp_path / "footers.json"
+    cache = FooterCache(state)
+    first = cache.read("crm.customer", dms_files, applied={dms_files[1].name})
+    assert (first.schemas, first.changed) == (cache.footers("crm.customer", dms_files), {})
+    cache.save()
+
+    replaced, damaged = dms_files[1], dms_files[2]
+    write(replaced, pa.schema([("Op", pa.string()), ("ID", pa.int64()), ("tier", pa.string())]), rows=3)
+    os.utime(replaced, ns=(1_700_000_000_000_000_000, 1_700_000_000_000_000_000))
+    damaged.write_bytes(damaged.read_bytes()[:-20])
+    names = {replaced.name, damaged.name}
+    found = FooterCache(state).read("crm.customer", dms_files, applied=names)
+    assert [name for name, _ in found.schemas] == [str(dms_files[0])]
+    assert sorted(found.changed) == sorted(str(p) for p in (replaced, damaged))
+    assert "modified 2023-11-14 22:13:20 UTC now" in found.changed[str(replaced)], found.changed
+    assert "Parquet's marker 'PAR1'" in found.changed[str(damaged)], found.changed
+
+    again = FooterCache(state)  # the replaced file's entry is the applied copy's: the change is seen again
+    again.read("crm.customer", dms_files, applied=names)
+    again.save()
+    assert str(replaced) in FooterCache(state).read("crm.customer", dms_files, applied=names).changed
+    with pytest.raises(FooterReadError, match=damaged.name):  # not applied: refused in words as before
+        FooterCache(state).read("crm.customer", dms_files, applied={replaced.name})

@@ -6,6 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from fuzz.python_side import assert_worded
 from python_hooks.evolution.apply import inspect_table
 from python_hooks.evolution.footers import FooterCache
 from python_hooks.evolution.plan import (
@@ -623,3 +624,40 @@ def test_a_conflicting_file_is_left_out_of_the_union(tmp_path) -> None:
     found = inspect_table(_customer_table(folder), raw_files(folder, "dms"), FooterCache(tmp_path / "f.json"), None)
     assert len(found.problems) == 1 and str(bad) in found.problems[0] and "'name'" in found.problems[0]
     assert found.union is not None and found.union.names == ["id", "name"]
+
+
+def test_applied_files_are_not_planned_and_one_changed_in_place_is_ignored_in_words(tmp_path) -> None:
+    """The union planned is the new files' (issue 43): an applied file replaced with a column more brings no
+    column, an applied file damaged in place refuses nothing; each gets one worded warning, and staging's
+    types are the table's after the plan. A new file's column is added as before."""
+    folder = tmp_path / "crm" / "customer"
+    load = _parquet(folder / "LOAD00000001.parquet", pa.schema([("id", pa.int64()), ("name", pa.string())]))
+    replaced = _parquet(folder / "20261121-100000000.parquet", pa.schema([("Op", pa.string()), ("id", pa.int64())]))
+    damaged = _parquet(folder / "20261121-110000000.parquet", pa.schema([("Op", pa.string()), ("id", pa.int64())]))
+    table = _customer_table(folder)
+    applied = {load.name, replaced.name, damaged.name}
+    cache = FooterCache(tmp_path / "footers.json")
+    first = inspect_table(table, raw_files(folder, "dms"), cache, CUSTOMER_NOW, applied)
+    assert (first.problems, first.ignored, _adds(first)) == ([], [], [])
+    cache.save()
+
+    _parquet(replaced, pa.schema([("Op", pa.string()), ("id", pa.int64()), ("tier", pa.string()), ("x", pa.int8())]))
+    damaged.write_bytes(damaged.read_bytes()[:30])
+    new = _parquet(folder / "20261122-090000000.parquet", pa.schema([("Op", pa.string()), ("id", pa.int32())]))
+    found = inspect_table(
+        table, raw_files(folder, "dms"), FooterCache(tmp_path / "footers.json"), CUSTOMER_NOW, applied
+    )
+    assert (found.problems, _adds(found)) == ([], [])
+    assert len(found.ignored) == 2
+    for file, warning in zip((replaced, damaged), found.ignored, strict=True):
+        assert_worded(warning, str(file), "customer", "an applied file changed in place")
+        assert "already applied" in warning and "new content is ignored" in warning
+    assert found.union is not None and found.union.names == ["Op", "id"]
+    assert found.staged is not None and found.staged.names == ["id", "name", "Op"]
+    assert sorted(found.file_types) == sorted([str(load), str(new)])
+    assert found.business_types == {"id": "bigint", "name": "string"}
+
+    # Without the ledger (a rebuild reads every file again), the replaced file is a new file like any other.
+    _parquet(damaged, pa.schema([("Op", pa.string()), ("id", pa.int64())]))
+    rebuilt = inspect_table(table, raw_files(folder, "dms"), FooterCache(tmp_path / "other.json"), CUSTOMER_NOW)
+    assert (rebuilt.problems, rebuilt.ignored, _adds(rebuilt)) == ([], [], [("tier", "string"), ("x", "tinyint")])
