@@ -171,7 +171,7 @@ class _Warehouse:
 
 
 def test_files_waiting_in_an_s3_folder_are_listed_in_python_not_by_a_listing_table(landing):
-    _, s3_root, folders = landing
+    root, s3_root, folders = landing
     remote = f"{s3_root}/{folders['customer']}"
     table = CdcTable(
         model="customer",
@@ -191,16 +191,13 @@ def test_files_waiting_in_an_s3_folder_are_listed_in_python_not_by_a_listing_tab
     )
     waiting = pending(warehouse, [table])
     assert waiting.counts == {"customer": 3}
-    assert waiting.plan == {
-        "customer": {
-            "folder": remote,
-            "files": [
-                ["20261125-100000000.parquet", "2026/11/25/20261125-100000000.parquet"],
-                ["20261126-090000000.parquet", "2026/11/26/20261126-090000000.parquet"],
-                ["20261127-080000000.parquet", "2026/11/27/20261127-080000000.parquet"],
-            ],
-        }
-    }
+    files = [
+        ["20261125-100000000.parquet", "2026/11/25/20261125-100000000.parquet"],
+        ["20261126-090000000.parquet", "2026/11/26/20261126-090000000.parquet"],
+        ["20261127-080000000.parquet", "2026/11/27/20261127-080000000.parquet"],
+    ]
+    size = sum((root / folders["customer"] / relative).stat().st_size for _, relative in files)  # the local copies
+    assert waiting.plan == {"customer": {"folder": remote, "files": files, "bytes": size}}
     assert len(warehouse.queries) == 1 and "landing__" not in warehouse.queries[0]  # the ledger, no listing table
 
 
