@@ -78,8 +78,7 @@
         of its own). -#}
     {%- set state = none if into_empty else (cdc_planned_state(target.identifier) or cdc_table_state(target)) -%}
     {%- set single_writer = cdc_single_writer() -%}
-    {%- set one_merge = state is not none and single_writer and state.snapshot is not none
-        and state.bytes <= cdc_one_merge_max_bytes() -%}
+    {%- set one_merge = cdc_write_path(state, single_writer) == 'merge' -%}
     {%- set batch_bytes = cdc_run_plan().get(target.identifier, {}).get('bytes') -%}
     {%- if one_merge and batch_bytes is not none and batch_bytes <= cdc_uncached_batch_max_bytes() -%}
         {%- set changes = '(' ~ cdc_batch_changes_sql(events, tombstones, keys, every_event=true) ~ ')' -%}
@@ -253,6 +252,28 @@
     {%- endif -%}
     {{ return(none) }}
 {% endmacro %}
+
+
+{% macro cdc_write_path(state, single_writer) -%}
+    {#- Pure, from facts: which of the two write paths a batch takes (cdc_apply_batch, step 6).
+        - 'merge': one MERGE inserts, updates and deletes, one commit. A table that exists, whose data
+          files are within cdc_one_merge_max_bytes, on the single-writer target (its outer join then
+          broadcasts the table; the batch's counts are classified in the validation's query, which no
+          other writer can make stale).
+        - 'split': the new keys are appended and the rows that exist are changed by a MERGE with only
+          WHEN MATCHED clauses (an inner join: the batch is broadcast, the table only scanned, so the
+          cost follows the batch at any table size); when a batch has both, or on a shared target, both
+          go to a branch made from the snapshot read, published in one fast-forward. Every other
+          batch: a larger table, any table on a shared target, and a table created empty in this run
+          (a first build or --full-refresh: nothing to compare, every last change is appended).
+        Both run in `make test` on the embedded target (CDC_ONE_MERGE_MAX_BYTES=0 forces 'split':
+        tests/pytest/test_write_paths.py). -#}
+    {%- if state is not none and single_writer and state.snapshot is not none
+            and state.bytes <= cdc_one_merge_max_bytes() -%}
+        {{ return('merge') }}
+    {%- endif -%}
+    {{ return('split') }}
+{%- endmacro %}
 
 
 {% macro cdc_merge_matched_sql(target, changes, keys, target_columns, values, inserts=false, unchanged={}) %}

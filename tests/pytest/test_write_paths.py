@@ -1,0 +1,132 @@
+"""The two write paths of a batch (macros/cdc/merge.sql: cdc_write_path), both on the embedded target.
+
+The sample's tables are small, so every other test takes the 'merge' path (one MERGE). Here
+CDC_ONE_MERGE_MAX_BYTES=0 makes every batch take the 'split' path, the one a larger table and every table
+on the cluster take: new keys appended, rows that exist changed by a matched-only MERGE, both on a branch
+published in one fast-forward when a batch has both. The sample's DMS and Debezium stages through `make
+run`'s code, and after every stage each table equals its pure-Python replay and its batch-log row the
+replay's counts; a batch with both new and existing keys commits an append and then the MERGE (the
+'merge' path would commit once)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers.runs import assert_batch_log, batch_log
+from helpers.tables import assert_same_table, table_rows
+from oracles.replay_counts import debezium_counts, dms_counts
+from oracles.replay_debezium import replay_topic
+from oracles.replay_dms import replay
+from sample_data import debezium, dms
+
+SELECT = ("--select", "staging.crm", "current_state.crm", "staging.salesdb", "current_state.salesdb")
+DMS_KEY = ["customer_id"]
+TOPICS = {  # topic -> (current-state model, business columns): a flattened topic and an envelope one
+    "mysql.salesdb.customer": ("salesdb__customer", ["id", "name", "mktsegment"]),
+    "mysql.salesdb.sales_order": (
+        "salesdb__sales_order",
+        ["order_id", "customer_id", "order_ts", "amount", "order_status"],
+    ),
+}
+
+
+def _tables(spark, schema: str) -> dict[str, dict]:
+    actual = {
+        f"crm__{t}": table_rows(spark, f"{schema}_current.crm__{t}", DMS_KEY, [*dms.TABLES[t], "_cdc_op", "_cdc_ts"])
+        for t in dms.TABLES
+    }
+    for topic, (model, columns) in TOPICS.items():
+        key = debezium.TOPICS[topic]["key"]
+        actual[model] = table_rows(spark, f"{schema}_current.{model}", key, [*columns, "_cdc_op", "_cdc_ts"])
+    return actual
+
+
+def _replays(landing: Path) -> dict[str, dict]:
+    expected = {f"crm__{t}": replay(landing / "dms" / "crm" / t, DMS_KEY) for t in dms.TABLES}
+    for topic, (model, _) in TOPICS.items():
+        spec = debezium.TOPICS[topic]
+        expected[model] = replay_topic(debezium.topic_dir(landing, topic), spec["shape"], spec["key"])
+    return expected
+
+
+def _snapshots(spark, relation: str) -> dict[int, tuple]:
+    rows = spark.sql(f"select snapshot_id, committed_at, operation from {relation}.snapshots").collect()
+    return {r.snapshot_id: (r.committed_at, r.operation) for r in rows}
+
+
+@pytest.fixture(scope="module")
+def lake(dbt, spark, tmp_path_factory):
+    landing = tmp_path_factory.mktemp("paths_landing")
+    schema = "paths_lake"
+    models = [*(f"crm__{t}" for t in dms.TABLES), *(model for model, _ in TOPICS.values())]
+    stages = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CDC_ONE_MERGE_MAX_BYTES", "0")
+        for stage in range(1, dms.STAGES + 1):
+            before = {m: _snapshots(spark, f"{schema}_current.{m}") for m in models} if stage > 1 else {}
+            written = [*dms.write_stage(landing, stage), *debezium.write_stage(landing, stage)]
+            ok = dbt.pipeline(*SELECT, landing=landing, schema=schema)
+            stages[stage] = {"success": ok, "written": written}
+            if ok:
+                stages[stage]["actual"] = _tables(spark, schema)
+                stages[stage]["expected"] = _replays(landing)
+                # the operations this run committed to each table, oldest first (compactions left out)
+                stages[stage]["operations"] = {
+                    m: [
+                        op
+                        for snapshot, (_, op) in sorted(
+                            _snapshots(spark, f"{schema}_current.{m}").items(), key=lambda item: item[1][0]
+                        )
+                        if snapshot not in before.get(m, {}) and op != "replace"
+                    ]
+                    for m in models
+                }
+    return {"landing": landing, "schema": schema, "stages": stages, "batch_log": batch_log(spark, schema)}
+
+
+def _stage_files(lake, folder: Path) -> list[set[str]]:
+    return [{p.name for p in lake["stages"][s]["written"] if folder in p.parents} for s in lake["stages"]]
+
+
+def _replay_counts(lake) -> dict[str, list[dict]]:
+    landing = lake["landing"]
+    counts = {}
+    for table in dms.TABLES:
+        folder = landing / "dms" / "crm" / table
+        counts[f"crm__{table}"] = dms_counts(folder, DMS_KEY, _stage_files(lake, folder))
+    for topic, (model, _) in TOPICS.items():
+        spec = debezium.TOPICS[topic]
+        folder = debezium.topic_dir(landing, topic)
+        counts[model] = debezium_counts(folder, spec["shape"], spec["key"], _stage_files(lake, folder))
+    return counts
+
+
+@pytest.mark.parametrize("stage", range(1, dms.STAGES + 1))
+def test_the_split_path_equals_the_replay_at_every_stage(lake, stage):
+    recorded = lake["stages"][stage]
+    assert recorded["success"], f"make run failed at stage {stage} on the split path"
+    for model, expected in recorded["expected"].items():
+        assert_same_table(recorded["actual"][model], expected, f"split path, stage {stage}, {model}")
+
+
+def test_the_split_path_logs_the_replays_counts_and_appends_before_its_merge(lake):
+    counts = _replay_counts(lake)
+    mixed = 0
+    for model, expected in counts.items():
+        assert_batch_log(lake["batch_log"][model], expected, f"split path {model}")
+        for stage in range(2, dms.STAGES + 1):
+            batch = expected[stage - 1]
+            if batch["truncates"]:  # a truncate deletes in a statement of its own
+                continue
+            operations = lake["stages"][stage]["operations"][model]
+            changed = batch["rows_updated"] + batch["rows_deleted"] > 0
+            if batch["rows_inserted"] and changed:  # new and existing keys: the append, then the MERGE
+                mixed += 1
+                assert len(operations) == 2 and operations[0] == "append", f"{model} stage {stage}: {operations}"
+            else:
+                assert len(operations) == (1 if batch["rows_inserted"] or changed else 0), (
+                    f"{model} stage {stage}: {operations} for {batch}"
+                )
+    assert mixed, "no batch of the sample had both new and existing keys: the branch was not exercised"
