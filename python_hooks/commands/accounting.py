@@ -63,18 +63,20 @@ def record(warehouse: Warehouse, records: list[dict]) -> int:
     if reset:  # tables created empty in this run (macros/cdc/materialization.sql): their rows start again
         models = ", ".join(sql_string(model) for model in reset)
         for table in (TOMBSTONES, FILE_LEDGER):
-            warehouse.execute(f"delete from {quoted_relation(meta, table)} where model_name in ({models})")
+            warehouse.execute(
+                f"delete from {quoted_relation(meta, table)} where model_name in ({models})", tables_changed=False
+            )
     # macros/cdc/merge.sql: cdc_record_tombstones, SELECTs of literal rows or of a folder this run spooled
     tombstones = [sql for r in records for sql in r.get("tombstones") or []]
     if tombstones:
         rows = " union all ".join(f"({sql})" for sql in tombstones)
-        warehouse.execute(f"insert into {quoted_relation(meta, TOMBSTONES)} {rows}")
+        warehouse.execute(f"insert into {quoted_relation(meta, TOMBSTONES)} {rows}", tables_changed=False)
     rows = " union all ".join(f"({r['batch_log']})" for r in records)
-    warehouse.execute(f"insert into {quoted_relation(meta, BATCH_LOG)} {rows}")
+    warehouse.execute(f"insert into {quoted_relation(meta, BATCH_LOG)} {rows}", tables_changed=False)
     ledger = [r["ledger"] for r in records if r.get("ledger")]
     if ledger:
         rows = " union all ".join(f"({sql})" for sql in ledger)
-        warehouse.execute(f"insert into {quoted_relation(meta, FILE_LEDGER)} {rows}")
+        warehouse.execute(f"insert into {quoted_relation(meta, FILE_LEDGER)} {rows}", tables_changed=False)
     return len(records)
 
 
@@ -100,6 +102,7 @@ def compact_meta(warehouse: Warehouse, records: list[dict]) -> list[tuple[str, s
     for table, model in due:
         warehouse.execute(
             f"call spark_catalog.system.rewrite_data_files(table => {sql_string(f'{meta}.{table}')},"
-            f" where => {sql_string(f'model_name = {sql_string(model)}')}, options => map('min-input-files', '2'))"
+            f" where => {sql_string(f'model_name = {sql_string(model)}')}, options => map('min-input-files', '2'))",
+            tables_changed=False,
         )
     return due

@@ -272,7 +272,8 @@ def log_refusals(warehouse: Warehouse, hooks: Hooks, run_id: str) -> None:
         select = ", ".join(seconds if name == "seconds" else name for name in columns)
         warehouse.execute(
             f"insert into {quoted_relation(meta, BATCH_LOG)} select {select}"
-            f" from values {values} as refused({', '.join(columns)})"
+            f" from values {values} as refused({', '.join(columns)})",
+            tables_changed=False,
         )
 
 
@@ -448,9 +449,22 @@ def run_pipeline(
     if not result.success:
         _drop_batch_views()
     recorded = True
-    if collector is not None and collector.records:
+    # After the build, one connection: the accounting, the refused tables' rows, the run's table.
+    warehouse, unopened = None, None
+    if (
+        (collector is not None and collector.records)
+        or found.refusals
+        or (progress is not None and found.manifest is not None)
+    ):
         try:
-            with Warehouse.open(common_args) as warehouse:
+            warehouse = Warehouse.open(common_args)
+        except Exception as error:  # said below by what needed it
+            unopened = error
+    try:
+        if collector is not None and collector.records:
+            try:
+                if warehouse is None:
+                    raise unopened
                 accounting.record(warehouse, collector.records)
                 try:  # upkeep only: the rows are recorded, a failure leaves the partitions as they are
                     accounting.compact_meta(warehouse, collector.records)
@@ -459,26 +473,31 @@ def run_pipeline(
                         "the meta tables' compaction after this run failed (they stay correct): %s",
                         (str(error).strip().splitlines() or [type(error).__name__])[0],
                     )
-        except Exception as error:  # the warehouse went away after the build: said in one line, the run fails
-            recorded = False
-            log.error(
-                "the batch log and the ledger could not record this run's %d batch(es): %s. Their tables are"
-                " applied; the next run reads their files again, which changes nothing (counted as re-delivered).",
-                len(collector.records),
-                str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__,
-            )
-    if found.views:
-        _record_views(found.views, result)
-    if progress is not None:
-        print(f"{progress.closing()} ({time.monotonic() - started:.0f} s)", flush=True)
-    if found.refusals:
-        try:
-            with Warehouse.open(common_args) as warehouse:
+            except Exception as error:  # the warehouse went away after the build: said in one line, the run fails
+                recorded = False
+                log.error(
+                    "the batch log and the ledger could not record this run's %d batch(es): %s. Their tables"
+                    " are applied; the next run reads their files again, which changes nothing (counted as"
+                    " re-delivered).",
+                    len(collector.records),
+                    str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__,
+                )
+        if found.views:
+            _record_views(found.views, result)
+        if progress is not None:
+            print(f"{progress.closing()} ({time.monotonic() - started:.0f} s)", flush=True)
+        if found.refusals:
+            try:
+                if warehouse is None:
+                    raise unopened
                 log_refusals(warehouse, found, get_invocation_id())
-        except StorageError as error:  # the refusals' folders listed again: the refusals are still said below
-            log.error("the batch log has no row for the refused tables: %s", error)
-    if progress is not None and found.manifest is not None:
-        report(found, common_args)
+            except StorageError as error:  # the refusals' folders listed again: the refusals are still said below
+                log.error("the batch log has no row for the refused tables: %s", error)
+        if progress is not None and found.manifest is not None:
+            report(found, warehouse, unopened)
+    finally:
+        if warehouse is not None:
+            warehouse.close()
     for line in run_summary(result, found.problems, found.blocked, found.tables):
         log.error("%s", line)
     return bool(result.success) and found.ok and recorded
@@ -588,19 +607,21 @@ def _record_views(views: dict[str, tuple[str, str, str]], result) -> None:
         staging_views.StagingViews(state_dir()).record(built, failed)
 
 
-def report(found: Hooks, common_args: Sequence[str], stream=None) -> list[str]:
+def report(found: Hooks, warehouse: Warehouse | None, unopened: Exception | None = None, stream=None) -> list[str]:
     """Prints the run's table: one line per current-state table, from the batch log rows of this
-    run (the build's dbt invocation id)."""
+    run (the build's dbt invocation id): each table's newest row, when it is this run's, so one query
+    of the log's newest rows and one count per table, not the landing folders, the ledger or the
+    schema evolution log (which `status` reads)."""
     run_id = get_invocation_id()
     try:
-        with Warehouse.open(common_args) as warehouse:
-            statuses = status.collect(warehouse, found.manifest)
-            run_rows = status.log_rows(warehouse, f"run_id = '{run_id}'")
+        if warehouse is None:
+            raise unopened
+        statuses = status.collect(warehouse, found.manifest, waiting_and_changes=False)
     except Exception as error:  # the table is a report: a failure to read it must not hide the run's result
         log.warning("could not read the batch log for the run's summary: %s", str(error).splitlines()[0])
         return []
     lines = [f"this run ({run_id[:8]}), per current-state table; {BATCH_LOG} has the details:"]
-    lines += status.run_table(statuses, run_rows)
+    lines += status.run_table(statuses, status.this_runs_rows(statuses, run_id))
     for line in lines:
         print(line, file=stream or sys.stdout, flush=True)
     return lines

@@ -101,9 +101,7 @@ def log_rows(warehouse: Warehouse, where: str = "true") -> list[dict]:
     if not warehouse.table_exists(warehouse.meta_schema, BATCH_LOG):
         return []
     relation = quoted_relation(warehouse.meta_schema, BATCH_LOG)
-    columns = [name for name, _ in warehouse.columns(warehouse.meta_schema, BATCH_LOG) or []]
-    rows = warehouse.query(f"select {', '.join(columns)} from {relation} where {where} order by started_at")
-    return [dict(zip(columns, row, strict=True)) for row in rows]
+    return warehouse.records(f"select * from {relation} where {where} order by started_at")
 
 
 def newest_rows(warehouse: Warehouse) -> dict[str, dict]:
@@ -113,26 +111,25 @@ def newest_rows(warehouse: Warehouse) -> dict[str, dict]:
     if not warehouse.table_exists(warehouse.meta_schema, BATCH_LOG):
         return {}
     relation = quoted_relation(warehouse.meta_schema, BATCH_LOG)
-    columns = [name for name, _ in warehouse.columns(warehouse.meta_schema, BATCH_LOG) or []]
-    listed = ", ".join(columns)
     newest_first = "partition by lower(model_name) order by started_at desc"
-    rows = warehouse.query(
-        f"select {listed}, kind, newest_commit from ("
-        f" select {listed}, 'last' as kind, row_number() over ({newest_first}) as ranked,"
-        f" max(newest_commit_at) over (partition by lower(model_name)) as newest_commit"
+    rows = warehouse.records(
+        f"select * from ("
+        f" select *, 'last' as _kind, row_number() over ({newest_first}) as _ranked,"
+        f" max(newest_commit_at) over (partition by lower(model_name)) as _newest_commit"
         f" from {relation} where status = 'applied'"
         f" union all"
-        f" select {listed}, 'newest' as kind, row_number() over ({newest_first}) as ranked,"
-        f" cast(null as timestamp) as newest_commit from {relation}"
-        f") as ranked_rows where ranked = 1"
+        f" select *, 'newest' as _kind, row_number() over ({newest_first}) as _ranked,"
+        f" cast(null as timestamp) as _newest_commit from {relation}"
+        f") as ranked_rows where _ranked = 1"
     )
     found: dict[str, dict] = {}
     for row in rows:
-        record = dict(zip(columns, row[: len(columns)], strict=True))
-        entry = found.setdefault(record["model_name"].lower(), {"last": None, "newest": None, "newest_commit": None})
-        entry[row[len(columns)]] = record
-        if row[len(columns)] == "last":
-            entry["newest_commit"] = row[len(columns) + 1]
+        kind, newest_commit = row.pop("_kind"), row.pop("_newest_commit")
+        row.pop("_ranked")
+        entry = found.setdefault(row["model_name"].lower(), {"last": None, "newest": None, "newest_commit": None})
+        entry[kind] = row
+        if kind == "last":
+            entry["newest_commit"] = newest_commit
     return found
 
 
@@ -164,13 +161,17 @@ def now_utc() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
 
 
-def collect(warehouse: Warehouse, manifest, now: dt.datetime | None = None) -> list[TableStatus]:
-    """The status of every current-state model of the project."""
+def collect(
+    warehouse: Warehouse, manifest, now: dt.datetime | None = None, *, waiting_and_changes: bool = True
+) -> list[TableStatus]:
+    """The status of every current-state model of the project. Without `waiting_and_changes` (the
+    table that ends a run, which shows neither) the files waiting and the last schema change are not
+    read: no listing of the landing folders, no read of the ledger or of the schema evolution log."""
     now = now or now_utc()
     tables = cdc_tables(manifest)
     rows = _live_rows(warehouse, tables)
-    waiting = pending_files(warehouse, tables)
-    changes = _schema_changes(warehouse)
+    waiting = pending_files(warehouse, tables) if waiting_and_changes else {}
+    changes = _schema_changes(warehouse) if waiting_and_changes else {}
     logged = newest_rows(warehouse)
     statuses = []
     for table in tables:
@@ -258,6 +259,17 @@ def exit_code(statuses: Sequence[TableStatus]) -> int:
 
 
 HEADER = ("table", "rows", "inserted", "updated", "deleted", "ignored", "refused", "lag")
+
+
+def this_runs_rows(statuses: Sequence[TableStatus], run_id: str) -> list[dict]:
+    """The batch log rows run `run_id` wrote: each table's newest row (applied or refused), when it is
+    that run's (a run writes at most one row per table)."""
+    rows = []
+    for s in statuses:
+        newest = s.refused or s.last
+        if newest is not None and newest.get("run_id") == run_id:
+            rows.append(newest)
+    return rows
 
 
 def run_table(statuses: Sequence[TableStatus], run_rows: Sequence[dict]) -> list[str]:

@@ -81,8 +81,19 @@ class Warehouse:
             _, table = self.adapter.execute(sql, fetch=True)
         return [tuple(row) for row in table.rows]
 
-    def execute(self, sql: str) -> None:
-        self._tables.clear()
+    def records(self, sql: str) -> list[dict]:
+        """The rows of a query as dicts by the result's own column names (a `select *` needs no
+        `describe` first); a name the server prefixes with its relation (`t.column`) is the column's."""
+        with self.adapter.connection_named("python_hooks"):
+            _, table = self.adapter.execute(sql, fetch=True)
+        names = [str(name).rsplit(".", 1)[-1] for name in table.column_names]
+        return [dict(zip(names, row, strict=True)) for row in table.rows]
+
+    def execute(self, sql: str, *, tables_changed: bool = True) -> None:
+        """`tables_changed`: whether the statement may create or drop a table (then the listings are
+        asked again); an INSERT or a procedure call keeps them."""
+        if tables_changed:
+            self._tables.clear()
         with self.adapter.connection_named("python_hooks"):
             self.adapter.execute(sql, fetch=False)
 
