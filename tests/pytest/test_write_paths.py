@@ -5,11 +5,13 @@ CDC_ONE_MERGE_MAX_BYTES=0 makes every batch take the 'split' path, the one a lar
 on the cluster take: new keys appended, rows that exist changed by a matched-only MERGE, both on a branch
 published in one fast-forward when a batch has both. The sample's DMS and Debezium stages through `make
 run`'s code, and after every stage each table equals its pure-Python replay and its batch-log row the
-replay's counts; a batch with both new and existing keys commits an append and then the MERGE (the
+replay's counts (as does the table that ends the run); a batch with both new and existing keys commits an append and then the MERGE (the
 'merge' path would commit once)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from helpers.tables import assert_same_table, table_rows
 from oracles.replay_counts import debezium_counts, dms_counts
 from oracles.replay_debezium import replay_topic
 from oracles.replay_dms import replay
+from python_hooks.project.meta import IGNORED_COUNTERS
 from sample_data import debezium, dms
 
 SELECT = ("--select", "staging.crm", "current_state.crm", "staging.salesdb", "current_state.salesdb")
@@ -67,8 +70,10 @@ def lake(dbt, spark, tmp_path_factory):
         for stage in range(1, dms.STAGES + 1):
             before = {m: _snapshots(spark, f"{schema}_current.{m}") for m in models} if stage > 1 else {}
             written = [*dms.write_stage(landing, stage), *debezium.write_stage(landing, stage)]
-            ok = dbt.pipeline(*SELECT, landing=landing, schema=schema)
-            stages[stage] = {"success": ok, "written": written}
+            said = io.StringIO()
+            with contextlib.redirect_stdout(said):  # the table that ends the run (commands/run.py: report)
+                ok = dbt.pipeline(*SELECT, landing=landing, schema=schema)
+            stages[stage] = {"success": ok, "written": written, "run_table": _run_table(said.getvalue(), models)}
             if ok:
                 stages[stage]["actual"] = _tables(spark, schema)
                 stages[stage]["expected"] = _replays(landing)
@@ -84,6 +89,12 @@ def lake(dbt, spark, tmp_path_factory):
                     for m in models
                 }
     return {"landing": landing, "schema": schema, "stages": stages, "batch_log": batch_log(spark, schema)}
+
+
+def _run_table(output: str, models: list[str]) -> dict[str, list[str]]:
+    """model -> its cells in the run's table: rows, inserted, updated, deleted, ignored, refused."""
+    table = output[output.index("this run (") :].splitlines()[2:]
+    return {cells[0]: cells[1:7] for cells in (line.split() for line in table) if cells and cells[0] in models}
 
 
 def _stage_files(lake, folder: Path) -> list[set[str]]:
@@ -116,6 +127,13 @@ def test_the_split_path_logs_the_replays_counts_and_appends_before_its_merge(lak
     mixed = 0
     for model, expected in counts.items():
         assert_batch_log(lake["batch_log"][model], expected, f"split path {model}")
+        for stage, batch in enumerate(expected, start=1):  # the table that ends each run says the same
+            ignored = sum(batch[name] for name in IGNORED_COUNTERS)
+            wanted = [batch["rows"], batch["rows_inserted"], batch["rows_updated"], batch["rows_deleted"], ignored, 0]
+            said = lake["stages"][stage]["run_table"][model]
+            assert said == [str(n) for n in wanted], (
+                f"{model} stage {stage}: the run's table says {said}, replay {wanted}"
+            )
         for stage in range(2, dms.STAGES + 1):
             batch = expected[stage - 1]
             if batch["truncates"]:  # a truncate deletes in a statement of its own
