@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from dbt_common.invocation import get_invocation_id
 
 from python_hooks.commands import accounting, status
-from python_hooks.commands.selection import guaranteed_tests, idle_descendants, selects
+from python_hooks.commands.selection import guaranteed_tests, idle_descendants, selected_nodes
 from python_hooks.commands.summary import run_summary
 from python_hooks.evolution import staging_views
 from python_hooks.evolution.apply import evolve, unreadable_files
@@ -90,13 +90,24 @@ class Hooks:
     unchanged_views: set[str] = field(default_factory=set)
     single_writer: bool = False  # project/warehouse.py: Warehouse.single_writer
     registers_empty: bool = False  # no erasure or rectification was ever recorded
+    # the models, snapshots and seeds the caller's selection chooses (commands/selection.py); None: every one
+    selected: set[str] | None = None
 
 
-def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False, rebuild: bool = False) -> Hooks:
+def run_hooks(
+    runner,
+    common_args: Sequence[str] = (),
+    quiet: bool = False,
+    rebuild: bool = False,
+    build_args: Sequence[str] = (),
+) -> Hooks:
     """Parse, create the state tables, evolve, find the idle tables. `common_args` go to every dbt
     command and say which target the hooks use (--target); `quiet`: dbt's lines to its log file only;
     `rebuild` (--full-refresh): no table is idle, every one is built again from all its files (its ledger
-    may name files that were replaced under the same names: a recreated topic's offsets start again)."""
+    may name files that were replaced under the same names: a recreated topic's offsets start again).
+    `build_args`: the build's own options; with a selection (--select, --exclude, --selector) the hooks
+    look only at the current-state tables it chooses (or whose staging model it chooses): the others'
+    folders are not listed, their tables not evolved."""
     started_at = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     try:
         check_object_store(env.environ_for(list(common_args)))
@@ -108,7 +119,10 @@ def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False, rebu
         log.debug(
             "target %s, schema %s, landing %s", warehouse.target, warehouse.schema, os.environ.get("CDC_LANDING_ROOT")
         )
-        tables = cdc_tables(session.manifest)
+        every_table = cdc_tables(session.manifest)
+        selected = selected_nodes(runner, session.manifest, build_args, common_args)
+        tables = [t for t in every_table if selected is None or t.model in selected or t.staging_model in selected]
+        unselected = {t.model for t in every_table} - {t.model for t in tables}
         try:
             waiting = pending(warehouse, tables, cache_dir=state_dir())
         except StorageError as error:  # a landing folder on S3 that cannot be listed: say what to check
@@ -119,7 +133,11 @@ def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False, rebu
         single_writer = warehouse.single_writer
         plan = waiting.plan if single_writer else {}
         result = evolve(
-            warehouse, session.manifest, state_dir(), skip=idle, applied=None if rebuild else waiting.applied
+            warehouse,
+            session.manifest,
+            state_dir(),
+            skip=idle | unselected,
+            applied=None if rebuild else waiting.applied,
         )
         for table in tables:  # what the hooks know of each planned table, so that its batch need not ask again
             entry = plan.get(table.identifier)
@@ -188,6 +206,7 @@ def run_hooks(runner, common_args: Sequence[str] = (), quiet: bool = False, rebu
         unchanged - result.blocked_models,
         single_writer,
         registers_empty,
+        selected,
     )
 
 
@@ -358,7 +377,7 @@ def run_pipeline(
     found = Hooks(True, [])
     if hooks:
         try:
-            found = run_hooks(runner, common_args, quiet=quiet, rebuild=_full_refresh(dbt_args))
+            found = run_hooks(runner, common_args, quiet=quiet, rebuild=_full_refresh(dbt_args), build_args=dbt_args)
         except StorageError as error:  # S3 failed after the check (a folder listed for empty files): one line
             found = Hooks(False, [str(error)])
         if not found.ok and not found.blocked:
@@ -372,8 +391,12 @@ def run_pipeline(
             checked = guaranteed_tests(found.manifest, [t for t in found.tables if t.model not in found.idle])
     excluded = sorted({f"{model}+" for model in found.blocked} | found.idle | quiet_nodes | checked)
     exclude = ["--exclude", *excluded] if excluded else []
-    # Nothing new anywhere (every table idle, none refused, no selection of the caller's own): no dbt build.
-    nothing_new = bool(found.tables) and {t.model for t in found.tables} <= found.idle and not selects(dbt_args)
+    # Nothing new anywhere (every table idle, none refused; with a selection of the caller's own, every
+    # model, snapshot and seed it chooses is idle or downstream of idle tables only): no dbt build.
+    if found.selected is None:
+        nothing_new = bool(found.tables) and {t.model for t in found.tables} <= found.idle
+    else:
+        nothing_new = bool(found.tables) and found.selected <= found.idle | quiet_nodes
     if progress is not None:
         progress.reset()
         progress.tables = {t.model for t in found.tables}

@@ -88,6 +88,51 @@ def guaranteed_tests(manifest, applied: Sequence[CdcTable]) -> set[str]:
     return names
 
 
+SELECTING = ("--select", "-s", "--models", "-m", "--selector")
+SELECTION = (*SELECTING, "--exclude")
+
+
 def selects(dbt_args: Sequence[str]) -> bool:
-    """The caller chose nodes (--select/-s/--models/-m, --selector): a build then runs even with nothing new."""
-    return any(arg.split("=")[0] in ("--select", "-s", "--models", "-m", "--selector") for arg in dbt_args)
+    """The caller chose nodes (--select/-s/--models/-m, --selector)."""
+    return any(arg.split("=")[0] in SELECTING for arg in dbt_args)
+
+
+def selection_args(dbt_args: Sequence[str]) -> list[str]:
+    """The options of `dbt_args` that choose nodes (SELECTION), each with its values, in their order:
+    what `dbt ls` needs to resolve the same selection as the build."""
+    chosen: list[str] = []
+    taking = False
+    for arg in dbt_args:
+        if arg.startswith("-"):
+            taking = arg.split("=")[0] in SELECTION
+            if taking:
+                chosen.append(arg)
+            taking = taking and "=" not in arg
+        elif taking:
+            chosen.append(arg)
+    return chosen
+
+
+def selected_nodes(runner, manifest, dbt_args: Sequence[str], common_args: Sequence[str]) -> set[str] | None:
+    """The names of the models, snapshots and seeds the caller's selection in `dbt_args` chooses, as dbt
+    resolves it (`dbt ls` on the manifest already parsed: no Spark statement); None without a selection,
+    or when dbt cannot resolve it (the build then says why)."""
+    if not selects(dbt_args):
+        return None
+    given = getattr(runner, "manifest", None)
+    runner.manifest = manifest
+    try:
+        listed = runner.invoke(
+            [
+                "ls",
+                *selection_args(dbt_args),
+                *("--resource-type", "model", "--resource-type", "snapshot", "--resource-type", "seed"),
+                *("--output", "name", "--log-level", "none"),
+                *common_args,
+            ]
+        )
+    finally:
+        runner.manifest = given
+    if not listed.success or listed.result is None:
+        return None
+    return {str(name) for name in listed.result}

@@ -4,9 +4,9 @@ The sample's tables are small, so every other test takes the 'merge' path (one M
 CDC_ONE_MERGE_MAX_BYTES=0 makes every batch take the 'split' path, the one a larger table and every table
 on the cluster take: new keys appended, rows that exist changed by a matched-only MERGE, both on a branch
 published in one fast-forward when a batch has both. The sample's DMS and Debezium stages through `make
-run`'s code, and after every stage each table equals its pure-Python replay and its batch-log row the
-replay's counts (as does the table that ends the run); a batch with both new and existing keys commits an append and then the MERGE (the
-'merge' path would commit once)."""
+run`'s code; after every stage each table equals its pure-Python replay, and its batch-log row and the
+table that ends the run say the replay's counts; a batch with both new and existing keys commits an
+append and then the MERGE (the 'merge' path would commit once)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from python_hooks.commands.selection import guaranteed_tests, idle_descendants, selects
+from python_hooks.commands.selection import guaranteed_tests, idle_descendants, selection_args, selects
 from python_hooks.project.tables import CdcTable
 
 
@@ -84,3 +84,9 @@ def test_nodes_below_idle_tables_only_are_left_out() -> None:
 def test_a_selection_of_the_callers_own() -> None:
     assert selects(["--select", "a"]) and selects(["-s", "a"]) and selects(["--selector=x"])
     assert not selects(["--full-refresh", "--exclude", "a"])
+
+
+def test_the_selections_options_go_to_dbt_ls_with_their_values_and_nothing_else() -> None:
+    args = ["--select", "a", "b+", "--full-refresh", "--exclude=c", "-s", "tag:x", "--threads", "4", "--selector", "y"]
+    assert selection_args(args) == ["--select", "a", "b+", "--exclude=c", "-s", "tag:x", "--selector", "y"]
+    assert selection_args(["--full-refresh", "--vars", "{a: 1}"]) == []
