@@ -21,6 +21,7 @@ from helpers.tables import assert_same_table, table_rows
 from oracles.replay_counts import debezium_counts, dms_counts
 from oracles.replay_debezium import replay_topic
 from oracles.replay_dms import replay
+from python_hooks.commands.run import Progress
 from python_hooks.project.meta import IGNORED_COUNTERS
 from sample_data import debezium, dms
 
@@ -71,8 +72,14 @@ def lake(dbt, spark, tmp_path_factory):
             before = {m: _snapshots(spark, f"{schema}_current.{m}") for m in models} if stage > 1 else {}
             written = [*dms.write_stage(landing, stage), *debezium.write_stage(landing, stage)]
             said = io.StringIO()
-            with contextlib.redirect_stdout(said):  # the table that ends the run (commands/run.py: report)
-                ok = dbt.pipeline(*SELECT, landing=landing, schema=schema)
+            # as `make run` runs: its progress lines, then the table that ends the run (commands/run.py: report)
+            progress = Progress(stream=said)
+            dbt._runner.callbacks.append(progress)
+            try:
+                with contextlib.redirect_stdout(said):
+                    ok = dbt.pipeline(*SELECT, landing=landing, schema=schema)
+            finally:
+                dbt._runner.callbacks.remove(progress)
             stages[stage] = {"success": ok, "written": written, "run_table": _run_table(said.getvalue(), models)}
             if ok:
                 stages[stage]["actual"] = _tables(spark, schema)
