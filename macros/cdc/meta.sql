@@ -141,5 +141,5 @@
             tblproperties (\'format-version\' = \'2\')'
         ) -%}
     {%- endif -%}
-    select 1
+    {#- The hook's own SQL is empty (its statements ran above): dbt runs no statement for it. -#}
 {% endmacro %}
