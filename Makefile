@@ -51,6 +51,7 @@ help:
 	@echo "make test-adapter-cluster  the same on the cluster target (a cluster of its own, warehouse on a local S3 server)"
 	@echo "make faults  the fault-injection suite on both targets: a run killed (SIGKILL) at every kill point, then repaired by the next;"
 	@echo "             then on a cluster of its own the same, and its Thrift Server, metastore PostgreSQL and worker hit mid-MERGE"
+	@echo "             (about 40 minutes on 2 cores: 24 embedded, 16 on the cluster)"
 	@echo "make fuzz    damaged raw files (FUZZ_EXAMPLES=20000 hypothesis cases without Spark), then every corpus case with Spark,"
 	@echo "             then FUZZ_SEQUENCES=25 sequences of runs (land, damage, remove, replace, add a column, run)"
 	@echo "make soak    a simulated day (SOAK_* knobs, docs/performance.md): runs, kills, maintenance, then every table checked"
