@@ -320,7 +320,9 @@ def _when(mtime_ns: int) -> str:
 def _applied_again(listed: StoredFile, entry: _Entry | None) -> tuple[_Entry, None] | tuple[None, str]:
     """An applied file whose footer the cache does not hold as it is now: (its entry, None) when first seen
     (a new cache) and readable; (None, why in words) when its footer cannot be read, or it differs in size
-    or mtime from the footer read before (replaced in place)."""
+    or mtime from the footer read before (replaced in place), or has 0 bytes now (emptied in place)."""
+    if listed.size == 0:
+        return None, "it has 0 bytes now"
     try:
         schema = read_footer(listed.location).remove_metadata()
     except FooterReadError as error:
