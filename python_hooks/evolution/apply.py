@@ -33,6 +33,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from python_hooks.evolution.footers import (
+    FOOTER_CACHE,
     FooterCache,
     FooterReadError,
     RawFile,
@@ -141,7 +142,7 @@ def evolve(
     `applied`: per model identifier, the raw file names its ledger lists (landing.pending.Pending.applied;
     none: every file is read as new, as a rebuild reads them): see `inspect_table`."""
     result = EvolutionResult(run_id=run_id or str(uuid.uuid4()))
-    cache = FooterCache(Path(state_dir) / "footer_cache.json")
+    cache = FooterCache(Path(state_dir) / FOOTER_CACHE)
     group_rows: dict[str, list[tuple[int, list[str], str | None]]] = {}
     skipped = set(skip)
     for table in cdc_tables(manifest):

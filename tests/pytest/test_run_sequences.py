@@ -25,9 +25,12 @@ import pytest
 
 from fuzz.damage import damage
 from fuzz.python_side import NOT_WORDS, assert_worded
+from helpers.paths import PROJECT
 from helpers.refusal import assert_changed_nothing, table_state
 from helpers.tables import assert_same_table, table_rows
 from oracles.replay_dms import replay
+from python_hooks import personal_data
+from python_hooks.project.warehouse import Warehouse
 from sample_data import dms
 
 CRM = ("--select", "staging.crm", "current_state.crm")
@@ -279,3 +282,44 @@ def test_an_applied_file_damaged_in_place_refuses_no_later_run(dbt, spark, schem
     }
     actual = table_rows(spark, relation, ["customer_id"], columns)
     assert_same_table(actual, expected, "after a file with a new column")
+
+
+def _erase(dbt, landing: Path, schema: str, keys: list[str]):
+    """`python -m python_hooks erase --subject customer --key ...`, in this process (as test_history.py)."""
+    parsed = dbt("parse", landing=landing, schema=schema)
+    assert parsed.success, parsed.exception
+    with Warehouse.open(["--project-dir", str(PROJECT)]) as warehouse:
+        return personal_data.erase(warehouse, parsed.result, "customer", keys, "pytest: an erasure between runs")
+
+
+def test_a_run_after_an_erasure_takes_no_rewritten_file_for_one_changed_in_place(
+    dbt, spark, schema, tmp_path, caplog, capfd
+):
+    """An erasure rewrites the applied raw files that hold the subject, under their names: the runs after it
+    must neither warn that those files changed in place (nor tell the operator to put the applied copy back),
+    nor leave them out of what the staging view reads; the tables equal the replay of the accepted files
+    without the subject, and a later file of the subject brings it back nowhere."""
+    landing, _, _ = _built(dbt, spark, schema, tmp_path)
+    applied = _folder(landing, "customer_address") / APPLIED
+    erased = str(pq.read_table(applied).column("customer_id")[0].as_py())
+    report = _erase(dbt, landing, schema, [erased])
+    assert APPLIED in {Path(p).name for p in report.raw_files}, report.raw_files
+
+    for stage in (3, 4):
+        dms.write_stage(landing, stage)
+        caplog.clear()
+        capfd.readouterr()
+        assert dbt.pipeline(*CRM, landing=landing, schema=schema), _summary(caplog)
+        assert _warnings(caplog, ".parquet") == [], f"stage {stage}: a warning names a raw file"
+        _assert_no_file_said_landed(capfd, f"stage {stage} after the erasure")
+        accepted = _accepted(tmp_path, stage)
+        for table in dms.TABLES:
+            expected = {
+                key: row
+                for key, row in replay(_folder(accepted, table), ["customer_id"]).items()
+                if str(key[0]) != erased
+            }
+            assert_same_table(_actual(spark, schema, table), expected, f"stage {stage} after the erasure: {table}")
+    view = f"{schema}_staging.stg_crm__customer_address"
+    files = {row[0] for row in spark.sql(f"select distinct _cdc_source_file from {view}").collect()}
+    assert APPLIED in files, f"the staging view reads no row of the rewritten {APPLIED}: {sorted(files)}"
