@@ -265,10 +265,14 @@
     {#- What staging reads: one relation over every file (cdc_landing_raw_table), or over `files`
         only (a batch: paths relative to the folder); or, when the Python hooks found raw files that
         disagree on a column's type (cdc_raw_file_groups), one relation per group of files with the
-        business column types to cast to (Spark cannot read int and bigint files as one). -#}
+        business column types to cast to (Spark cannot read int and bigint files as one). A group
+        without column types lists the files the hooks left out (python_hooks/evolution/apply.py:
+        LEFT_OUT_GROUP; applied files changed in place, which the hooks warned about): registered,
+        never read. -#}
     {%- set registry = cdc_meta_relation('cdc_raw_file_groups') -%}
     {%- set reads = [] -%}
     {%- set covered = [] -%}
+    {%- set left_out = [] -%}
     {%- if cdc_planned_groups(staging_model) is not false and load_relation(registry) is not none -%}
         {%- set groups = run_query(
             'select to_json(file_names), column_types from ' ~ registry
@@ -276,28 +280,36 @@
         ) -%}
         {%- for row in groups.rows -%}
             {%- set group_files = fromjson(row[0]) -%}
-            {%- do covered.extend(group_files) -%}
-            {%- set read_files = group_files if files is none else group_files | select('in', files) | list -%}
-            {%- if read_files -%}
-                {%- do reads.append({
-                    'relation': cdc_files_relation(folder, read_files),
-                    'files': read_files | length,
-                    'types': fromjson(row[1]),
-                }) -%}
+            {%- if row[1] is none -%}
+                {%- do left_out.extend(group_files) -%}
+            {%- else -%}
+                {%- do covered.extend(group_files) -%}
+                {%- set read_files = group_files if files is none else group_files | select('in', files) | list -%}
+                {%- if read_files -%}
+                    {%- do reads.append({
+                        'relation': cdc_files_relation(folder, read_files),
+                        'files': read_files | length,
+                        'types': fromjson(row[1]),
+                    }) -%}
+                {%- endif -%}
             {%- endif -%}
         {%- endfor -%}
     {%- endif -%}
-    {%- if covered -%}
+    {%- if covered or left_out -%}
+        {#- A batch's file the hooks left out or did not register is `missing`; the view counts both. -#}
         {%- set missing = [] if files is none else files | reject('in', covered) | list -%}
-        {%- set registered = covered | length if files is none else file_count - missing | length -%}
+        {%- set registered = covered | length + left_out | length if files is none
+            else file_count - missing | length -%}
         {%- if files is none and registered < file_count -%}
             {#- The staging view, while files keep landing (a live capture): the hooks registered the
                 folder's files a moment ago and more came since. The view reads the registered ones; the
                 next run's hooks register the others (a batch reads only files the hooks listed). -#}
             {%- do exceptions.warn(
                 staging_model ~ ": " ~ (file_count - registered) ~ " raw file(s) landed in " ~ folder
-                ~ " since the schema-evolution hooks registered " ~ registered ~ ": the view reads those "
-                ~ registered ~ "; the next run reads the others") -%}
+                ~ " since the schema-evolution hooks registered " ~ registered ~ ": the view reads "
+                ~ ("those " ~ registered if not left_out else (covered | length) ~ " of those (the hooks left out "
+                    ~ left_out | length ~ " applied file(s) changed in place since, and warned about each)")
+                ~ "; the next run reads the ones that landed since") -%}
         {%- elif registered != file_count -%}
             {{ exceptions.raise_compiler_error(
                 staging_model ~ ": the landing folder " ~ folder ~ " holds " ~ file_count ~ " raw files"

@@ -30,7 +30,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dbt_common.invocation import get_invocation_id
@@ -171,8 +171,9 @@ def run_hooks(
             views, unchanged = _staging_views(
                 warehouse, session.manifest, tables, idle, result.staging_inputs, registers
             )
+    applied = {} if rebuild else waiting.applied  # a rebuild reads every file again: an empty one is refused
     for table in (t for t in tables if is_listed_here(t.folder)):
-        empty = empty_file_refusals(table)
+        empty = empty_file_refusals(table, applied.get(table.identifier, ()))
         if empty:  # one line per file: this one says more than the footer's that evolve gave it
             named = {str(path.location) for path in empty_files(table.folder)}
             result.problems[:] = [p for p in result.problems if not any(n in p for n in named)] + empty
@@ -230,13 +231,18 @@ def check_object_store(environ: Mapping[str, str]) -> None:
             location(environ[name]).check()
 
 
-def empty_file_refusals(table: CdcTable) -> list[str]:
-    """One refusal per raw file of 0 bytes in the table's folder (landing/files.py: empty_files)."""
+def empty_file_refusals(table: CdcTable, applied: Collection[str] = ()) -> list[str]:
+    """One refusal per raw file of 0 bytes in the table's folder (landing/files.py: empty_files) but those
+    its ledger lists (`applied`: landing/pending.py, Pending.applied). An applied file emptied in place since
+    is never read again (the ledger knows a file by its name): like any applied file changed in place, it
+    refuses nothing, and the schema hook warns that its new content is ignored (evolution/apply.py:
+    inspect_table)."""
     return [
         f"{table.model} (source {table.source}): raw file {path} is empty (0 bytes): an upload still in"
         " progress, or one that failed. Spark skips such a file, so it would never be applied: replace it"
         " with the complete file under the same name, or delete it. The table was not changed."
         for path in empty_files(table.folder)
+        if path.name not in applied
     ]
 
 

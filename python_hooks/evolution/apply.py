@@ -13,7 +13,8 @@ manifest, through its staging model, to the source and its landing folder) it:
 5. when raw files disagree on a column's type (an int column now sent as bigint), records which
    files Spark must read with which types (`cdc_raw_file_groups`), so that staging reads each
    group on its own and casts to the promoted type (Spark cannot read both in one relation); also
-   when an applied file changed in place, so that staging reads the other files only.
+   when an applied file changed in place, so that staging reads the other files only (that file is
+   registered as left out: `LEFT_OUT_GROUP`).
 
 A table with a refused change or an unreadable new file is left as it is and reported; the others go
 on. `blocked_models` lists what dbt must not build this run.
@@ -32,6 +33,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from python_hooks.evolution.footers import (
+    FOOTER_CACHE,
     FooterCache,
     FooterReadError,
     RawFile,
@@ -59,6 +61,10 @@ from python_hooks.project.tables import CdcTable, cdc_tables
 from python_hooks.project.warehouse import Warehouse
 
 log = logging.getLogger(__name__)
+
+# The group id under which the hooks register, in cdc_raw_file_groups, the files staging must not read (applied
+# files changed in place: one warning each); their column types are null (macros/cdc/landing.sql reads it so).
+LEFT_OUT_GROUP = -1
 
 
 @dataclass
@@ -136,8 +142,8 @@ def evolve(
     `applied`: per model identifier, the raw file names its ledger lists (landing.pending.Pending.applied;
     none: every file is read as new, as a rebuild reads them): see `inspect_table`."""
     result = EvolutionResult(run_id=run_id or str(uuid.uuid4()))
-    cache = FooterCache(Path(state_dir) / "footer_cache.json")
-    group_rows: dict[str, list[tuple[int, list[str], str]]] = {}
+    cache = FooterCache(Path(state_dir) / FOOTER_CACHE)
+    group_rows: dict[str, list[tuple[int, list[str], str | None]]] = {}
     skipped = set(skip)
     for table in cdc_tables(manifest):
         if table.model in skipped:
@@ -158,8 +164,8 @@ class Inspection:
     plan, the union schema of the new files accepted (`union`, planned), the union schema of the files
     staging reads (`staged`: the folder's files but those changed in place since they were applied) and
     their per-file types, the business columns and types the table holds after the plan
-    (`business_types`), and one warning per applied file changed in place (`ignored`). Pure but for the
-    footers."""
+    (`business_types`), and one warning per applied file changed in place (`ignored`; `left_out`: those
+    files' location strings). Pure but for the footers."""
 
     problems: list[str]
     plan: Plan | None = None
@@ -169,6 +175,7 @@ class Inspection:
     staged: pa.Schema | None = None
     business_types: dict[str, str] = field(default_factory=dict)
     ignored: list[str] = field(default_factory=list)
+    left_out: tuple[str, ...] = ()
 
 
 def inspect_table(
@@ -194,6 +201,7 @@ def inspect_table(
         " ignored: land it under a new name to apply it, or put the applied copy back"
         for name, why in found.changed.items()
     ]
+    left_out = tuple(found.changed)
     readable = found.schemas
     new = [(name, schema) for name, schema in readable if location(name).name not in applied]
     file_types = {name: column_types(schema) for name, schema in readable}
@@ -216,13 +224,13 @@ def inspect_table(
         )
     except SchemaShapeError as error:
         problems.append(f"{table.model} (source {table.source}): {error}")
-        return Inspection(problems, None, union.schema, staged=staged.schema, ignored=ignored)
+        return Inspection(problems, None, union.schema, staged=staged.schema, ignored=ignored, left_out=left_out)
     relation = quoted_relation(table.schema, table.identifier)
     plan = plan_schema_changes(relation, current, incoming, table.timestamp_column)
     problems += [_refusal_message(refusal, table, file_types) for refusal in plan.refusals]
     kept = {name.lower() for name in incoming.names} | {name.lower() for name, _ in current or ()}
     business = {name.lower(): t for name, t in _spark_types(staged_business) if name.lower() in kept}
-    return Inspection(problems, plan, union.schema, incoming, file_types, staged.schema, business, ignored)
+    return Inspection(problems, plan, union.schema, incoming, file_types, staged.schema, business, ignored, left_out)
 
 
 def unreadable_files(table: CdcTable, files: Sequence[RawFile]) -> list[str]:
@@ -285,12 +293,16 @@ def _evolve_table(
     raw_types = {name.lower(): t for name, t in _spark_types(union)}
     groups = file_groups(table.folder, found.file_types, raw_types)
     # Files listed in groups are the only ones staging reads: an applied file changed in place is left out
-    # of them (Spark would merge its footer into the staging view's schema, or fail on it).
+    # of them (Spark would merge its footer into the staging view's schema, or fail on it), and registered
+    # as left out (LEFT_OUT_GROUP) when Spark lists it (not of 0 bytes), so that the staging view does not
+    # take it for a file that landed after the hooks (macros/cdc/landing.sql: cdc_landing_reads).
     if len(groups) > 1 or found.ignored:
         result.grouped.add(table.staging_model)
         log.info("%s: raw files hold %d type variants: staging reads them separately", table.model, len(groups))
         business_types = json.dumps(found.business_types)
-        group_rows[table.staging_model] = [(i, g, business_types) for i, g in enumerate(groups)]
+        left_out = sorted(f.relative for f in files if str(f.location) in found.left_out and f.size > 0)
+        group_rows[table.staging_model] = [(LEFT_OUT_GROUP, left_out, None)] if left_out else []
+        group_rows[table.staging_model] += [(i, g, business_types) for i, g in enumerate(groups)]
     result.staging_inputs[table.staging_model] = json.dumps(
         [union.to_string(show_field_metadata=False, show_schema_metadata=False), group_rows[table.staging_model]]
     )
@@ -327,13 +339,13 @@ def _write_log(warehouse: Warehouse, run_id: str, changes) -> None:
     )
 
 
-def _write_groups(warehouse: Warehouse, group_rows: dict[str, list[tuple[int, list[str], str]]]) -> None:
+def _write_groups(warehouse: Warehouse, group_rows: dict[str, list[tuple[int, list[str], str | None]]]) -> None:
     """Replace, per staging model, the file groups staging must read separately (only what changed:
     a run with no new file writes nothing)."""
     if not group_rows:  # no table was looked at (nothing new anywhere): nothing to compare
         return
     relation = quoted_relation(warehouse.meta_schema, RAW_FILE_GROUPS)
-    existing: dict[str, list[tuple[int, list[str], str]]] = {}
+    existing: dict[str, list[tuple[int, list[str], str | None]]] = {}
     for staging_model, group_id, files, types in warehouse.query(
         f"select staging_model, group_id, to_json(file_names), column_types from {relation} order by group_id"
     ):

@@ -320,7 +320,9 @@ def _when(mtime_ns: int) -> str:
 def _applied_again(listed: StoredFile, entry: _Entry | None) -> tuple[_Entry, None] | tuple[None, str]:
     """An applied file whose footer the cache does not hold as it is now: (its entry, None) when first seen
     (a new cache) and readable; (None, why in words) when its footer cannot be read, or it differs in size
-    or mtime from the footer read before (replaced in place)."""
+    or mtime from the footer read before (replaced in place), or has 0 bytes now (emptied in place)."""
+    if listed.size == 0:
+        return None, "it has 0 bytes now"
     try:
         schema = read_footer(listed.location).remove_metadata()
     except FooterReadError as error:
@@ -413,6 +415,38 @@ class FooterCache:
         """Per file of `table` (as last passed): lower-case column -> Spark type."""
         return {name: column_types(entry.schema) for name, entry in self._tables[table].items()}
 
+    def rewritten(self, files: Iterable[RawFile]) -> None:
+        """Files rewritten in place on purpose with the footer they had (an erasure or a rectification:
+        personal_data/raw_files.py keeps a file's schema): an entry of the cache (of any table) takes the size
+        and mtime the file has now, so that the next run does not take it for an applied file changed in place.
+        A file whose footer now differs from its entry's, is gone, or is in no entry is left as it is."""
+        holding = {name: entries for entries in self._tables.values() for name in entries}  # file -> its table's
+        for file in files:
+            name = str(location(file))
+            if name not in holding:
+                continue
+            try:
+                listed = _stored(file)
+                schema = read_footer(listed.location).remove_metadata()
+            except FooterReadError:
+                continue
+            entry = holding[name][name]
+            if schema.equals(entry.schema):
+                holding[name][name] = _Entry(listed.size, listed.mtime_ns, entry.schema)
+
     def save(self) -> None:
         """Write the state atomically (project/warehouse.py: write_state)."""
         write_state(self.state_path, json.dumps(_state_to_json(self._tables), indent=1, sort_keys=True))
+
+
+FOOTER_CACHE = "footer_cache.json"  # the cache's file in the hooks' state folder (project/warehouse.py: state_dir)
+
+
+def note_rewritten(state_dir: Path, files: Sequence[RawFile]) -> None:
+    """Tells the footer cache of `state_dir` that `files` were rewritten in place on purpose, with their footers
+    (`FooterCache.rewritten`); nothing when there are none."""
+    if not files:
+        return
+    cache = FooterCache(Path(state_dir) / FOOTER_CACHE)
+    cache.rewritten(files)
+    cache.save()

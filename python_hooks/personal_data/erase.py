@@ -8,7 +8,8 @@ step can be run again: erasing the same keys twice is safe):
    re-delivered file or a --full-refresh never brings it back, even while this erasure runs;
 3. the raw landing files holding the subject are rewritten without its rows, under their own names,
    on this machine's disk or on S3 (raw_files.py; the folders are listed in step 1 too, so that keys S3
-   refuses or a missing bucket stop the erasure before any write);
+   refuses or a missing bucket stop the erasure before any write); the schema hook's footer cache learns
+   their new sizes, so that the next run does not take them for applied files changed in place;
 4. every table holding the subject loses its rows (a DELETE by keyed hash: no key enters the SQL),
    the tombstones of its keys go too, and the data files that held them are rewritten;
 5. every snapshot older than the erasure is expired (Iceberg deletes the files only they used) and
@@ -25,6 +26,7 @@ import time
 import uuid
 from collections.abc import Sequence
 
+from python_hooks.evolution.footers import note_rewritten
 from python_hooks.personal_data.raw_files import raw_folder_files, scrub_raw_file, stopped
 from python_hooks.personal_data.registers import (
     ErasureReport,
@@ -45,7 +47,7 @@ from python_hooks.personal_data.subjects import (
 )
 from python_hooks.project.meta import RECTIFICATION_REGISTER, TOMBSTONES
 from python_hooks.project.sql import quote_ident, quoted_relation, sql_string
-from python_hooks.project.warehouse import Warehouse
+from python_hooks.project.warehouse import Warehouse, state_dir
 
 log = logging.getLogger(__name__)
 
@@ -82,19 +84,24 @@ def erase(
     # 2. the register: from now on staging leaves the subject out
     register_keys(warehouse, subject, hashes, secret)
     log.info("erase: %d key(s) of subject %s registered (keyed hashes)", len(hashes), subject)
-    # 3. raw files
-    for holder in raw:
-        removed = 0
-        try:
-            for file in raw_folder_files(holder):
-                rows = scrub_raw_file(file, holder.column, keys, holder.producer)
-                if rows:
-                    removed += rows
-                    report.raw_files.append(file.relative)
-        except ErasureError as error:
-            raise ErasureError(stopped(error, "erase", report.raw_files)) from None
-        report.rows[f"raw {holder.name}"] = removed
-        log.info("erase: raw files of %s: %d row(s) removed", holder.name, removed)
+    # 3. raw files (the footer cache is told of each rewritten one: evolution/footers.py, note_rewritten)
+    rewritten = []
+    try:
+        for holder in raw:
+            removed = 0
+            try:
+                for file in raw_folder_files(holder):
+                    rows = scrub_raw_file(file, holder.column, keys, holder.producer)
+                    if rows:
+                        removed += rows
+                        report.raw_files.append(file.relative)
+                        rewritten.append(file.location)
+            except ErasureError as error:
+                raise ErasureError(stopped(error, "erase", report.raw_files)) from None
+            report.rows[f"raw {holder.name}"] = removed
+            log.info("erase: raw files of %s: %d row(s) removed", holder.name, removed)
+    finally:
+        note_rewritten(state_dir(), rewritten)
     # 4. tables and tombstones
     hash_list = ", ".join(sql_string(h) for h in hashes)
     touched: list[str] = []

@@ -4,7 +4,8 @@ The same steps as an erasure, with values instead of rows: the rectification reg
 (subject, column, key, old value) found in a table or raw file, the keyed hash of the old value and
 the correction, which staging substitutes (so no late or re-delivered event brings an old value
 back, while a value the source changes later passes); raw files (on this machine's disk or on S3,
-rewritten under their own names: raw_files.py), then every table's rows of the key get the
+rewritten under their own names: raw_files.py; the schema hook's footer cache learns their new sizes,
+so that the next run does not take them for applied files changed in place), then every table's rows of the key get the
 correction (a null stays null); older snapshots and orphan files go.
 """
 
@@ -16,6 +17,7 @@ import time
 import uuid
 from collections.abc import Sequence
 
+from python_hooks.evolution.footers import note_rewritten
 from python_hooks.personal_data.raw_files import (
     arrow_value,
     raw_folder_files,
@@ -45,7 +47,7 @@ from python_hooks.personal_data.subjects import (
 from python_hooks.project.meta import RECTIFICATION_REGISTER
 from python_hooks.project.sql import quote_ident, quoted_relation, sql_string
 from python_hooks.project.storage import StoredFile
-from python_hooks.project.warehouse import Warehouse
+from python_hooks.project.warehouse import Warehouse, state_dir
 
 log = logging.getLogger(__name__)
 
@@ -151,16 +153,21 @@ def rectify(
     register_keys(warehouse, subject, [], secret)  # the check row: tells a missing secret apart
     register_corrections(warehouse, subject, hashes, changes, old, secret)
     log.info("rectify: %d old value(s) of %d key(s) registered (keyed hashes)", sum(map(len, old.values())), len(keys))
-    # 3. raw files
-    for holder, file in raw_files:
-        columns = {c: changes[a] for a, c in holder.personal_columns.items() if a in changes}
-        try:
-            count = rectify_raw_file(file, holder.column, keys, holder.producer, columns)
-        except ErasureError as error:
-            raise ErasureError(stopped(error, "rectify", report.raw_files)) from None
-        if count:
-            report.rows[f"raw {holder.name}"] = report.rows.get(f"raw {holder.name}", 0) + count
-            report.raw_files.append(file.relative)
+    # 3. raw files (the footer cache is told of each rewritten one: evolution/footers.py, note_rewritten)
+    rewritten = []
+    try:
+        for holder, file in raw_files:
+            columns = {c: changes[a] for a, c in holder.personal_columns.items() if a in changes}
+            try:
+                count = rectify_raw_file(file, holder.column, keys, holder.producer, columns)
+            except ErasureError as error:
+                raise ErasureError(stopped(error, "rectify", report.raw_files)) from None
+            if count:
+                report.rows[f"raw {holder.name}"] = report.rows.get(f"raw {holder.name}", 0) + count
+                report.raw_files.append(file.relative)
+                rewritten.append(file.location)
+    finally:
+        note_rewritten(state_dir(), rewritten)
     # 4. tables
     touched: list[str] = []
     for holder in tables:

@@ -66,3 +66,18 @@ def test_a_scripted_sequence_keeps_the_invariants(dbt, spark, tmp_path, caplog):
     machine.remove(pick=2)
     machine.run()
     machine.teardown()
+
+
+def test_a_scripted_erasure_keeps_the_invariants(dbt, spark, tmp_path, caplog):
+    """An erasure between runs: a customer of an applied file and of a file waiting is erased; the next run
+    applies the waiting file without them and a late change of theirs; a file holding only their change follows."""
+    machine = RunSequences(Context(dbt, spark, tmp_path, caplog))
+    machine.land_valid(changes=[("U", 2, 1, 5), ("I", 5, 0, 30)], slot=0)
+    machine.run()
+    machine.land_valid(changes=[("U", 2, 2, 40), ("U", 3, 1, 45)], slot=0)
+    machine.erase(key=2)
+    machine.land_valid(changes=[("U", 2, 3, 60), ("D", 4, 0, 70)], slot=0)
+    machine.run()
+    machine.land_valid(changes=[("U", 2, 0, 80)], slot=0)
+    machine.run()
+    machine.teardown()

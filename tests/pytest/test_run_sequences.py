@@ -6,9 +6,10 @@ runs after it must be right too. A refused, removed or replaced file leaves no t
   none of the refused file's columns (python_hooks/evolution/apply.py: inspect_table holds the rule).
 - A file whose pages do not decode is refused in one worded line before any statement reads it (the run
   reads each file of the batch with pyarrow first: evolution/apply.py: unreadable_files).
-- An applied file replaced in place (a column more) or damaged in place: the ledger knows it by name, so its
-  new content is never applied, and neither its columns nor its footer refuse or change the table in the
-  runs that apply later files; one warning line names it.
+- An applied file replaced in place (a column more), damaged or emptied in place: the ledger knows it by
+  name, so its new content is never applied, and neither its columns nor its footer (nor its 0 bytes) refuse
+  or change the table in the runs that apply later files; one warning line names it, and the staging view
+  does not take it for a file that landed after the hooks.
 """
 
 from __future__ import annotations
@@ -24,9 +25,12 @@ import pytest
 
 from fuzz.damage import damage
 from fuzz.python_side import NOT_WORDS, assert_worded
+from helpers.paths import PROJECT
 from helpers.refusal import assert_changed_nothing, table_state
 from helpers.tables import assert_same_table, table_rows
 from oracles.replay_dms import replay
+from python_hooks import personal_data
+from python_hooks.project.warehouse import Warehouse
 from sample_data import dms
 
 CRM = ("--select", "staging.crm", "current_state.crm")
@@ -230,13 +234,26 @@ def _segment_file(folder: Path) -> Path:
     return path
 
 
+def _assert_no_file_said_landed(capfd, label: str) -> None:
+    """The staging view's warning about files that landed after the hooks registered the folder's files
+    (macros/cdc/landing.sql: cdc_landing_reads) is not given when none did: an applied file changed in place,
+    which the hooks left out and warned about, is not one."""
+    out = capfd.readouterr().out
+    said = [line for line in out.splitlines() if "landed in" in line]
+    assert not said, f"{label}: the run says files landed that did not:\n" + "\n".join(said)
+
+
 @pytest.mark.parametrize(
-    "damaged", [_overwritten_footer, lambda good: good[: len(good) // 2]], ids=["footer_overwritten", "truncated"]
+    "damaged",
+    [_overwritten_footer, lambda good: good[: len(good) // 2], lambda good: b""],
+    ids=["footer_overwritten", "truncated", "emptied"],
 )
-def test_an_applied_file_damaged_in_place_refuses_no_later_run(dbt, spark, schema, tmp_path, caplog, damaged):
-    """An applied file is never read by a batch again: damaged in place, it must not refuse the table at every
-    run; the files that land after it are applied, run after run, and one with a new column too (its staging
-    view is built again then: Spark must not meet the damaged footer there either)."""
+def test_an_applied_file_damaged_in_place_refuses_no_later_run(dbt, spark, schema, tmp_path, caplog, capfd, damaged):
+    """An applied file is never read by a batch again: damaged (or emptied: 0 bytes, which an upload in
+    progress also has) in place, it must not refuse the table at every run; the files that land after it are
+    applied, run after run, and one with a new column too (its staging view is built again then: Spark must
+    not meet the damaged footer there either). One warning per run names it; the staging view says no file
+    landed after the hooks."""
     landing, relation, before = _built(dbt, spark, schema, tmp_path)
 
     applied = _folder(landing, "customer_address") / APPLIED
@@ -244,9 +261,11 @@ def test_an_applied_file_damaged_in_place_refuses_no_later_run(dbt, spark, schem
     for stage in (3, 4):
         dms.write_stage(landing, stage)
         caplog.clear()
+        capfd.readouterr()
         assert dbt.pipeline(*CRM, landing=landing, schema=schema), _summary(caplog)
         _assert_replayed(spark, schema, _accepted(tmp_path, stage), f"stage {stage} after the damaged applied file")
         _assert_one_warning(caplog, APPLIED)
+        _assert_no_file_said_landed(capfd, f"stage {stage}")
     assert [name for name, _ in spark.table(relation).dtypes] == [name for name, _ in before.columns]
 
     accepted = _accepted(tmp_path, 4)
@@ -255,6 +274,7 @@ def test_an_applied_file_damaged_in_place_refuses_no_later_run(dbt, spark, schem
     caplog.clear()
     assert dbt.pipeline(*CRM, landing=landing, schema=schema), _summary(caplog)
     _assert_one_warning(caplog, APPLIED)
+    _assert_no_file_said_landed(capfd, "the file with a new column")
     columns = [*dms.TABLES["customer_address"], "segment", "_cdc_op", "_cdc_ts"]
     expected = {
         key: {**row, "segment": row.get("segment")}
@@ -262,3 +282,44 @@ def test_an_applied_file_damaged_in_place_refuses_no_later_run(dbt, spark, schem
     }
     actual = table_rows(spark, relation, ["customer_id"], columns)
     assert_same_table(actual, expected, "after a file with a new column")
+
+
+def _erase(dbt, landing: Path, schema: str, keys: list[str]):
+    """`python -m python_hooks erase --subject customer --key ...`, in this process (as test_history.py)."""
+    parsed = dbt("parse", landing=landing, schema=schema)
+    assert parsed.success, parsed.exception
+    with Warehouse.open(["--project-dir", str(PROJECT)]) as warehouse:
+        return personal_data.erase(warehouse, parsed.result, "customer", keys, "pytest: an erasure between runs")
+
+
+def test_a_run_after_an_erasure_takes_no_rewritten_file_for_one_changed_in_place(
+    dbt, spark, schema, tmp_path, caplog, capfd
+):
+    """An erasure rewrites the applied raw files that hold the subject, under their names: the runs after it
+    must neither warn that those files changed in place (nor tell the operator to put the applied copy back),
+    nor leave them out of what the staging view reads; the tables equal the replay of the accepted files
+    without the subject, and a later file of the subject brings it back nowhere."""
+    landing, _, _ = _built(dbt, spark, schema, tmp_path)
+    applied = _folder(landing, "customer_address") / APPLIED
+    erased = str(pq.read_table(applied).column("customer_id")[0].as_py())
+    report = _erase(dbt, landing, schema, [erased])
+    assert APPLIED in {Path(p).name for p in report.raw_files}, report.raw_files
+
+    for stage in (3, 4):
+        dms.write_stage(landing, stage)
+        caplog.clear()
+        capfd.readouterr()
+        assert dbt.pipeline(*CRM, landing=landing, schema=schema), _summary(caplog)
+        assert _warnings(caplog, ".parquet") == [], f"stage {stage}: a warning names a raw file"
+        _assert_no_file_said_landed(capfd, f"stage {stage} after the erasure")
+        accepted = _accepted(tmp_path, stage)
+        for table in dms.TABLES:
+            expected = {
+                key: row
+                for key, row in replay(_folder(accepted, table), ["customer_id"]).items()
+                if str(key[0]) != erased
+            }
+            assert_same_table(_actual(spark, schema, table), expected, f"stage {stage} after the erasure: {table}")
+    view = f"{schema}_staging.stg_crm__customer_address"
+    files = {row[0] for row in spark.sql(f"select distinct _cdc_source_file from {view}").collect()}
+    assert APPLIED in files, f"the staging view reads no row of the rewritten {APPLIED}: {sorted(files)}"

@@ -3,19 +3,24 @@
 One table, crm.customer_address, in a landing folder and a schema of its own per sequence. The steps: land
 a valid DMS CDC file (a few inserts, updates and deletes of keys 1-6, each at a commit time of its own); land
 a damaged one (fuzz/damage.py: every kind); remove a file; replace a file not yet applied under the same
-name, by a valid or a damaged one; add a column (the files landed after it carry it); run the pipeline
+name, by a valid or a damaged one; add a column (the files landed after it carry it); erase a customer
+(`python -m python_hooks erase`'s code in this process: python_hooks/personal_data/, once a run has made the
+table, while no damaged file is landed: an erasure stops at a file it cannot read); run the pipeline
 (`make run`'s code in this process: helpers/dbt_runner.py). A sequence starts with the full-load file.
 
 After every run, the invariants (`RunSequences.run`):
 - the batch is applied whole or not at all: its files all reach the ledger, or none does; a run whose
   waiting files are all valid (or only odd: fuzz/damage.py ACCEPTED_KINDS) applies them;
 - the table equals the pure-Python replay (oracles/replay_dms.py) of the files accepted so far, as they
-  were when applied (a removed file's changes stay applied); before any is accepted there is no table, or
+  were when applied (a removed file's changes stay applied), without the customers erased (an erasure
+  removes them, and staging leaves out their later changes); before any is accepted there is no table, or
   (a run over an empty folder) an empty one;
 - the table's columns are exactly those of the accepted files (and `_cdc_` ones), the earlier ones first;
-- the ledger names exactly the accepted files, each with its number of change events; the batch log has
-  one row for a run with files waiting: 'applied' counting the files and events, or 'refused' counting
-  nothing; none for a run with nothing new;
+- the ledger names exactly the accepted files, each with its number of change events (those of erased
+  customers left out, when the file was applied after the erasure); the batch log has one row for a run with
+  files waiting: 'applied' counting the files and events, or 'refused' counting nothing; none for a run with
+  nothing new;
+- no applied file is taken for one changed in place (the machine changes none; an erasure rewrites some);
 - a run that fails ends with lines naming a waiting file in words (fuzz/python_side.py: assert_worded),
   then "What to do:"; no line the hooks log is Spark internals (NOT_WORDS).
 
@@ -40,9 +45,12 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from fuzz.damage import KINDS, damage
 from fuzz.python_side import NOT_WORDS, assert_worded
+from helpers.paths import PROJECT
 from helpers.runs import batch_log
 from helpers.tables import assert_same_table, table_rows
 from oracles.replay_dms import METADATA, replay
+from python_hooks import personal_data
+from python_hooks.project.warehouse import Warehouse
 from sample_data import dms
 
 TABLE = "customer_address"
@@ -77,6 +85,7 @@ class Stats:
     idle: int = 0
     damaged_landed: int = 0
     damaged_taken: int = 0
+    erasures: int = 0
     failures: int = 0
     kinds: dict[str, int] = field(default_factory=dict)
 
@@ -84,7 +93,7 @@ class Stats:
         return (
             f"run sequences: {self.sequences} sequences, {self.steps} steps, {self.runs} runs ({self.applied} applied,"
             f" {self.refused} refused, {self.idle} with nothing new), {self.damaged_landed} damaged files landed"
-            f" ({self.damaged_taken} taken), {self.failures} failing sequence(s)"
+            f" ({self.damaged_taken} taken), {self.erasures} erasures, {self.failures} failing sequence(s)"
         )
 
     def report(self, label: str) -> None:
@@ -160,10 +169,6 @@ def cdc_file(changes: list[tuple[str, int, int, int]], extras: tuple[str, ...]) 
     )
 
 
-def _rows(data: bytes) -> int:
-    return pq.ParquetFile(io.BytesIO(data)).metadata.num_rows
-
-
 def _columns(data: bytes) -> list[str]:
     return [name.lower() for name in pq.read_schema(io.BytesIO(data)).names if name.lower() not in METADATA]
 
@@ -203,6 +208,8 @@ class RunSequences(RuleBasedStateMachine):
         self.relation = f"{self.schema}_current.{MODEL}"
         self.landed: dict[str, Landed] = {}
         self.accepted: dict[str, bytes] = {}
+        self.events: dict[str, int] = {}  # accepted file -> its change events when applied (the ledger's)
+        self.erased: set[int] = set()  # the customers erased
         self.extras: tuple[str, ...] = ()
         self.minutes: set[int] = set()
         self.waiting = 0  # mutations since the last run
@@ -303,6 +310,33 @@ class RunSequences(RuleBasedStateMachine):
         self.extras = EXTRA_COLUMNS[: len(self.extras) + 1]
         self._step()
 
+    @precondition(
+        lambda self: self.waiting < MOST_WAITING
+        and self.accepted
+        and all(landed.kind is None for landed in self.landed.values())
+    )
+    @rule(key=st.integers(1, 6))
+    def erase(self, key):
+        """A customer erased (`python -m python_hooks erase --subject customer`): every raw file holding it is
+        rewritten under its name without its rows (checked here against the file as it was), the table loses
+        its row, and staging leaves out its later changes."""
+        context = self.context
+        context.stats.erasures += 1
+        before = {name: pq.read_table(io.BytesIO(landed.main)) for name, landed in self.landed.items()}
+        parsed = context.dbt("parse", landing=self.landing, schema=self.schema)
+        assert parsed.success, parsed.exception
+        with Warehouse.open(["--project-dir", str(PROJECT)]) as warehouse:
+            personal_data.erase(warehouse, parsed.result, "customer", [str(key)], "fuzz: run sequences")
+        self.erased.add(key)
+        for name, table in before.items():
+            data = (self.folder / name).read_bytes()
+            now = pq.read_table(io.BytesIO(data))
+            kept = [row for row in table.to_pylist() if row["customer_id"] != key]
+            assert now.schema.equals(table.schema), f"erasure of {key}: {name}'s schema changed"
+            assert now.to_pylist() == kept, f"erasure of {key}: {name} is not the file without the customer's rows"
+            self.landed[name] = Landed(data, self.landed[name].says)
+        self._step()
+
     @precondition(lambda self: self.waiting or self._pending())
     @rule()
     def run(self):
@@ -331,6 +365,7 @@ class RunSequences(RuleBasedStateMachine):
             stats.damaged_taken += sum(1 for p in pending.values() if p.kind is not None)
             for name in new:
                 self.accepted[name] = pending[name].main
+                self.events[name] = self._events(pending[name].main)
                 (self.mirror / name).write_bytes(pending[name].main)
                 assert _readable(pending[name].main), f"{label}: {name} applied, but pyarrow cannot read it"
         elif pending:
@@ -342,9 +377,14 @@ class RunSequences(RuleBasedStateMachine):
 
         self._check_lines(label, ok, pending, bool(new), lines)
         self._check_batch_log(label, before, after, pending, bool(new))
-        expected_ledger = {name: _rows(data) for name, data in self.accepted.items()}
-        assert after.ledger == expected_ledger, f"{label}: ledger {after.ledger}, accepted {expected_ledger}"
+        assert after.ledger == self.events, f"{label}: ledger {after.ledger}, accepted {self.events}"
         self._check_table(label, after.columns)
+
+    def _events(self, data: bytes) -> int:
+        """The change events of a file that a batch reads now: its rows but those of erased customers."""
+        return sum(
+            1 for key in pq.read_table(io.BytesIO(data)).column("customer_id").to_pylist() if key not in self.erased
+        )
 
     # ------------------------------------------------------------------ the invariants
 
@@ -373,6 +413,8 @@ class RunSequences(RuleBasedStateMachine):
         ]
         internals = [line for line in logged if NOT_WORDS.search(line)]
         assert not internals, f"{label}: Spark internals in the run's lines:\n" + "\n".join(internals)
+        in_place = [line for line in logged if "already applied" in line]
+        assert not in_place, f"{label}: an applied file taken for one changed in place:\n" + "\n".join(in_place)
         if ok:
             assert not lines, f"{label}: a run that succeeded ended with:\n{text}"
             return
@@ -399,7 +441,7 @@ class RunSequences(RuleBasedStateMachine):
         assert len(rows) == 1, f"{label}: {len(rows)} batch log rows for one batch: {rows}"
         row = rows[0]
         if applied:
-            events = sum(_rows(p.main) for p in pending.values())
+            events = sum(self._events(p.main) for p in pending.values())
             got = (row["status"], row["files"], row["change_events"], row["files_refused"])
             assert got == ("applied", len(pending), events, 0), f"{label}: logged {got} for {len(pending)} files"
         else:
@@ -422,7 +464,11 @@ class RunSequences(RuleBasedStateMachine):
             assert business[: len(self.columns)] == self.columns, f"{label}: columns {self.columns} -> {business}"
         self.columns = business
         actual = table_rows(self.context.spark, self.relation, list(KEYS), [*business, "_cdc_op", "_cdc_ts"])
-        wanted = {key: {**dict.fromkeys(business), **row} for key, row in replay(self.mirror, list(KEYS)).items()}
+        wanted = {
+            key: {**dict.fromkeys(business), **row}
+            for key, row in replay(self.mirror, list(KEYS)).items()
+            if key[0] not in self.erased
+        }
         assert_same_table(actual, wanted, f"{label}: the table against the replay of the accepted files")
 
 

@@ -25,6 +25,7 @@ from python_hooks.evolution.footers import (
     read_union_schema,
 )
 from python_hooks.landing.files import raw_files
+from python_hooks.personal_data import scrub_raw_file
 
 
 def write(path: Path, schema: pa.Schema, rows: int = 2) -> Path:
@@ -534,3 +535,31 @@ def test_an_applied_file_changed_in_place_is_left_out_with_why(tmp_path: Path, d
     assert str(replaced) in FooterCache(state).read("crm.customer", dms_files, applied=names).changed
     with pytest.raises(FooterReadError, match=damaged.name):  # not applied: refused in words as before
         FooterCache(state).read("crm.customer", dms_files, applied={replaced.name})
+
+
+def test_files_rewritten_on_purpose_are_not_changed_in_place(tmp_path: Path, dms_files: list[Path]) -> None:
+    """An erasure or a rectification rewrites applied raw files under their names, with their footers
+    (personal_data/raw_files.py): once the cache is told (`note_rewritten`), the next run does not take them for
+    applied files changed in place; a file told of whose footer changed still is one, and so is any other."""
+    scrubbed, reshaped, other = dms_files
+    schema = pq.read_schema(scrubbed).remove_metadata()
+    pq.write_table(
+        pa.table({"id": [1, 2], "name": ["a", "b"], "last_update_time": [None, None]}, schema=schema), scrubbed
+    )
+    state = tmp_path / footers.FOOTER_CACHE  # the cache of the hooks' state folder `tmp_path`
+    cache = FooterCache(state)
+    names = {path.name for path in dms_files}
+    cache.read("crm.customer", dms_files, applied=names)
+    cache.save()
+
+    assert scrub_raw_file(scrubbed, "id", ["1"], "dms") == 1  # an erasure's rewrite
+    write(reshaped, pa.schema([("Op", pa.string()), ("ID", pa.int64()), ("tier", pa.string())]), rows=3)
+    write(other, pq.read_schema(other).remove_metadata(), rows=5)
+    for path in dms_files:
+        os.utime(path, ns=(1_700_000_000_000_000_000, 1_700_000_000_000_000_000))
+    footers.note_rewritten(tmp_path / "elsewhere", [])  # nothing to tell: no state written
+    assert not (tmp_path / "elsewhere").exists()
+    footers.note_rewritten(tmp_path, [scrubbed, reshaped, tmp_path / "gone.parquet"])
+    found = FooterCache(state).read("crm.customer", dms_files, applied=names)
+    assert sorted(found.changed) == sorted([str(reshaped), str(other)]), found.changed
+    assert [name for name, _ in found.schemas] == [str(scrubbed)]

@@ -7,6 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from fuzz.python_side import assert_worded
+from python_hooks.commands.run import empty_file_refusals
 from python_hooks.evolution.apply import inspect_table
 from python_hooks.evolution.footers import FooterCache
 from python_hooks.evolution.plan import (
@@ -652,6 +653,7 @@ def test_applied_files_are_not_planned_and_one_changed_in_place_is_ignored_in_wo
     for file, warning in zip((replaced, damaged), found.ignored, strict=True):
         assert_worded(warning, str(file), "customer", "an applied file changed in place")
         assert "already applied" in warning and "new content is ignored" in warning
+    assert found.left_out == (str(replaced), str(damaged))
     assert found.union is not None and found.union.names == ["Op", "id"]
     assert found.staged is not None and found.staged.names == ["id", "name", "Op"]
     assert sorted(found.file_types) == sorted([str(load), str(new)])
@@ -661,3 +663,33 @@ def test_applied_files_are_not_planned_and_one_changed_in_place_is_ignored_in_wo
     _parquet(damaged, pa.schema([("Op", pa.string()), ("id", pa.int64())]))
     rebuilt = inspect_table(table, raw_files(folder, "dms"), FooterCache(tmp_path / "other.json"), CUSTOMER_NOW)
     assert (rebuilt.problems, rebuilt.ignored, _adds(rebuilt)) == ([], [], [("tier", "string"), ("x", "tinyint")])
+
+
+def test_an_applied_file_emptied_in_place_refuses_nothing_and_is_ignored_in_words(tmp_path) -> None:
+    """A raw file of 0 bytes is refused (an upload in progress or one that failed) unless its table's ledger
+    lists it: an applied file emptied in place is never read again, like any applied file changed in place:
+    one worded warning, left out of what staging reads, no refusal; a rebuild (no ledger) refuses it."""
+    folder = tmp_path / "crm" / "customer"
+    load = _parquet(folder / "LOAD00000001.parquet", pa.schema([("id", pa.int64()), ("name", pa.string())]))
+    emptied = _parquet(folder / "20261121-100000000.parquet", pa.schema([("Op", pa.string()), ("id", pa.int64())]))
+    table = _customer_table(folder)
+    applied = {load.name, emptied.name}
+    cache = FooterCache(tmp_path / "footers.json")
+    inspect_table(table, raw_files(folder, "dms"), cache, CUSTOMER_NOW, applied)
+    cache.save()
+
+    emptied.write_bytes(b"")
+    for state in ("footers.json", "other.json"):  # its footer read before, or never (a cache thrown away)
+        found = inspect_table(table, raw_files(folder, "dms"), FooterCache(tmp_path / state), CUSTOMER_NOW, applied)
+        assert (found.problems, _adds(found), found.left_out) == ([], [], (str(emptied),)), state
+        assert len(found.ignored) == 1, found.ignored
+        assert_worded(found.ignored[0], str(emptied), "customer", "an applied file emptied in place")
+        assert "already applied" in found.ignored[0] and "(it has 0 bytes now)" in found.ignored[0]
+        assert sorted(found.file_types) == [str(load)]
+
+    uploading = folder / "20261122-090000000.parquet"
+    uploading.write_bytes(b"")
+    refusals = empty_file_refusals(table, applied)
+    assert len(refusals) == 1 and str(uploading) in refusals[0] and "is empty (0 bytes)" in refusals[0], refusals
+    rebuilt = empty_file_refusals(table)
+    assert [str(emptied) in r for r in rebuilt] == [True, False] and str(uploading) in rebuilt[1], rebuilt
