@@ -115,7 +115,8 @@ def run_summary(result, problems: Sequence[str], blocked: set[str], tables: Sequ
     for line, names in unreadable.values():
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         failed.append(("", [f"{line}; it failed {shown}"]))
-    if result.result is None or not hasattr(result.result, "results"):
+    # a build that failed before any node (a run with nothing new runs no build: success, no results)
+    if not result.success and (result.result is None or not hasattr(result.result, "results")):
         failed.append(("dbt build", _one_line(str(result.exception))))
     if not failed and not problems:
         return []

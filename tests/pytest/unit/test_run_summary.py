@@ -15,7 +15,11 @@ def _result(*nodes: tuple[str, str, str | None], exception=None):
         return SimpleNamespace(name=name, resource_type="test" if name.startswith("not_null") else "model")
 
     results = [SimpleNamespace(status=s, node=node(n), message=m) for n, s, m in nodes]
-    return SimpleNamespace(result=SimpleNamespace(results=results) if exception is None else None, exception=exception)
+    return SimpleNamespace(
+        result=SimpleNamespace(results=results) if exception is None else None,
+        exception=exception,
+        success=exception is None and all(s in ("success", "pass") for _, s, _ in nodes),
+    )
 
 
 def test_a_clean_run_says_nothing_more():
@@ -48,6 +52,12 @@ def test_refusals_and_failures_come_last_with_what_to_do():
 def test_a_build_that_did_not_start_is_named():
     lines = run_summary(_result(exception=RuntimeError("Could not connect")), [], set())
     assert lines[1] == "failed: dbt build: Could not connect"
+
+
+def test_a_run_with_nothing_new_ran_no_build_and_reports_nothing():
+    from dbt.cli.main import dbtRunnerResult
+
+    assert run_summary(dbtRunnerResult(success=True), [], set()) == []
 
 
 def test_a_spark_plan_stays_in_the_log():
