@@ -40,7 +40,9 @@ def environment(**values: str):
 
 
 class _TimedRunner:
-    """A dbtRunner as python_hooks.commands.run.run_pipeline uses it (`invoke`, `manifest`), timing each command."""
+    """A dbtRunner as python_hooks.commands.run.run_pipeline uses it (`invoke`, `manifest`, `callbacks`),
+    timing each command. Without `callbacks` the run would take the path of a plain `dbt run` (each node
+    records its own batch, one thread), not `make run`'s (the accounting once per run, threads)."""
 
     def __init__(self, runner) -> None:
         self._runner = runner
@@ -54,6 +56,11 @@ class _TimedRunner:
     @manifest.setter
     def manifest(self, value) -> None:
         self._runner.manifest = value
+
+    @property
+    def callbacks(self) -> list:
+        """The dbtRunner's callbacks: run_pipeline adds the run's accounting (and finds its progress) there."""
+        return self._runner.callbacks
 
     def invoke(self, args: list[str]):
         start = time.perf_counter()

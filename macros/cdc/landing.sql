@@ -142,9 +142,9 @@
 
 
 {% macro cdc_planned_raw_columns(staging_model, files) -%}
-    {#- The raw columns of a batch of one file (`files`: its path in the folder), as the hooks read its
-        footer this run (names only, in the file's order: what Spark's describe of the file gives), or
-        none: ask Spark. -#}
+    {#- The raw columns of a batch (`files`: their paths in the folder) whose files' footers name the same
+        columns in the same order, as the hooks read them this run (names only, in the files' order: what
+        Spark's describe of the files gives), or none: ask Spark. -#}
     {%- for entry in cdc_run_plan().values() if entry.get('staging_model') == staging_model
             and entry.get('raw_columns') and entry.files | map(attribute=1) | list == files -%}
         {%- set columns = [] -%}

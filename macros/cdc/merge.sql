@@ -80,7 +80,8 @@
     {%- set single_writer = cdc_single_writer() -%}
     {%- set one_merge = cdc_write_path(state, single_writer) == 'merge' -%}
     {%- set batch_bytes = cdc_run_plan().get(target.identifier, {}).get('bytes') -%}
-    {%- if one_merge and batch_bytes is not none and batch_bytes <= cdc_uncached_batch_max_bytes() -%}
+    {%- set uncached = one_merge and batch_bytes is not none and batch_bytes <= cdc_uncached_batch_max_bytes() -%}
+    {%- if uncached -%}
         {%- set changes = '(' ~ cdc_batch_changes_sql(events, tombstones, keys, every_event=true) ~ ')' -%}
     {%- else -%}
         {%- do cdc_execute(
@@ -90,13 +91,16 @@
         ) -%}
         {%- do record.views.append('changes') -%}
     {%- endif -%}
-    {%- set last = cdc_last_changes(changes) -%}
-    {%- set effective_sql = none if state is none else cdc_effective_changes_sql(last,
-        target if state.snapshot is none else '(select * from ' ~ target ~ ' version as of ' ~ state.snapshot ~ ')',
-        keys, outcome=true) -%}
+    {#- The last changes: of the cached batch, or, uncached, the cheaper query that ranks only them. -#}
+    {%- set last = ('(' ~ cdc_batch_changes_sql(events, tombstones, keys) ~ ')') if uncached else cdc_last_changes(changes) -%}
+    {%- set read_as_found = none if state is none else (
+        target if state.snapshot is none else '(select * from ' ~ target ~ ' version as of ' ~ state.snapshot ~ ')') -%}
+    {%- set effective_sql = none if state is none else cdc_effective_changes_sql(last, read_as_found, keys, outcome=true) -%}
     {%- set spooled = cdc_tombstones_spooled() -%}
-    {%- set files = run_query(cdc_batch_files_sql(changes, keys, classify=effective_sql if one_merge else none,
-        deletes=spooled)).rows -%}
+    {#- On the 'merge' path, each last change is compared with the table in the same pass (the table's
+        rows of the batch's keys, found from the raw events: no second computation of the batch). -#}
+    {%- set files = run_query(cdc_batch_files_sql(changes, keys, current_rows=read_as_found if one_merge else none,
+        batch_keys=events, deletes=spooled)).rows -%}
     {%- set truncate = cdc_validate_batch(target, files, keys, record) -%}
     {%- do cdc_fault_point('after_validate') -%}
     {%- set batch_outcome = cdc_batch_counts(files) -%}

@@ -97,34 +97,59 @@
 {% macro cdc_effective_changes_sql(changes, current_rows, keys, outcome=false) %}
     {#- Step 5 of the merge: the changes that change something, newer than the row they touch and
         not the same event again. `outcome`: instead, every change with `_cdc_outcome`, what it
-        does to the table: 'insert', 'update', 'delete', or why it changes nothing: 'older' (than
-        the key's row), 'redelivered' (the row's own event: same time and sequence, or same time
-        and content), 'no_row' (a delete of a key with no row). -#}
-    {%- set key_list -%}
-        {% for key in keys %}{{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %}
-    {%- endset -%}
-    {%- set same_event -%}
-        changes._cdc_op = current_rows._cdc_op
-        and changes._cdc_ts = current_rows._cdc_ts
-        and changes._cdc_row_hash = current_rows._cdc_row_hash
-    {%- endset %}
+        does to the table (cdc_outcome_sql). -#}
         select
             changes.*
             {%- if outcome %},
-            case
-                when current_rows._cdc_ts is null then if(changes._cdc_op = 'D', 'no_row', 'insert')
-                when not {{ cdc_is_newer('changes', 'current_rows') }} then
-                    if(changes._cdc_ts = current_rows._cdc_ts and changes._cdc_seq = current_rows._cdc_seq, 'redelivered', 'older')
-                when {{ same_event }} then 'redelivered'
-                when changes._cdc_op = 'D' then 'delete'
-                else 'update'
-            end as _cdc_outcome
+            {{ cdc_outcome_sql() }} as _cdc_outcome
             {%- endif %}
         from {{ changes }} as changes
-        left join (
-            {#- Only the rows the batch touches: a semi-join with the batch's keys, broadcast (a batch
-                is small; the hint because the planner may not know its size), so the target is
-                scanned once and never shuffled. -#}
+        left join {{ cdc_rows_touched_sql(current_rows, changes, keys) }} as current_rows
+            on {{ cdc_same_key('changes', 'current_rows', keys) }}
+        {%- if not outcome %}
+        where
+            case
+                when current_rows._cdc_ts is null then changes._cdc_op <> 'D'
+                else {{ cdc_is_newer('changes', 'current_rows') }}
+                    and not ({{ cdc_same_event() }})
+            end
+        {%- endif %}
+{% endmacro %}
+
+
+{% macro cdc_outcome_sql() -%}
+    {#- What the last change `changes` does to the table's row `current_rows` (null: no row): 'insert',
+        'update', 'delete', or why it changes nothing: 'older' (than the key's row), 'redelivered' (the
+        row's own event: same time and sequence, or same time and content), 'no_row' (a delete of a key
+        with no row). -#}
+    case
+        when current_rows._cdc_ts is null then if(changes._cdc_op = 'D', 'no_row', 'insert')
+        when not {{ cdc_is_newer('changes', 'current_rows') }} then
+            if(changes._cdc_ts = current_rows._cdc_ts and changes._cdc_seq = current_rows._cdc_seq, 'redelivered', 'older')
+        when {{ cdc_same_event() }} then 'redelivered'
+        when changes._cdc_op = 'D' then 'delete'
+        else 'update'
+    end
+{%- endmacro %}
+
+
+{% macro cdc_same_event() -%}
+    (changes._cdc_op = current_rows._cdc_op
+        and changes._cdc_ts = current_rows._cdc_ts
+        and changes._cdc_row_hash = current_rows._cdc_row_hash)
+{%- endmacro %}
+
+
+{% macro cdc_same_key(left, right, keys) -%}
+    {%- for key in keys %}{{ left }}.{{ cdc_quote(key) }} = {{ right }}.{{ cdc_quote(key) }}{{ ' and ' if not loop.last }}{% endfor -%}
+{%- endmacro %}
+
+
+{% macro cdc_rows_touched_sql(current_rows, batch, keys) %}
+    {#- The rows of `current_rows` whose key is in `batch` (any relation with the key columns), with what
+        the comparison needs: a semi-join with the batch's keys, broadcast (a batch is small; the hint
+        because the planner may not know its size), so the target is scanned once and never shuffled. -#}
+        (
             select /*+ BROADCAST(batch_keys) */
                 {% for key in keys %}current_rows.{{ cdc_quote(key) }}, {% endfor -%}
                 current_rows._cdc_op,
@@ -132,19 +157,10 @@
                 current_rows._cdc_seq,
                 current_rows._cdc_row_hash
             from {{ current_rows }} as current_rows
-            left semi join (select {{ key_list }} from {{ changes }}) as batch_keys
-                on {% for key in keys %}current_rows.{{ cdc_quote(key) }} = batch_keys.{{ cdc_quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
-        ) as current_rows
-            on {% for key in keys %}changes.{{ cdc_quote(key) }} = current_rows.{{ cdc_quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
-        {%- if not outcome %}
-        where
-            case
-                when current_rows._cdc_ts is null then changes._cdc_op <> 'D'
-                else {{ cdc_is_newer('changes', 'current_rows') }}
-                    and not ({{ same_event }})
-            end
-        {%- endif %}
-{% endmacro %}
+            left semi join (select {% for key in keys %}{{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %} from {{ batch }}) as batch_keys
+                on {{ cdc_same_key('current_rows', 'batch_keys', keys) }}
+        )
+{%- endmacro %}
 
 
 {% macro cdc_merge_result_sql(current_rows, events, tombstones, keys) %}

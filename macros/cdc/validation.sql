@@ -60,18 +60,18 @@
 {%- endmacro %}
 
 
-{% macro cdc_batch_files_sql(changes, keys, classify=none, deletes=false) %}
-    {#- One row per raw file of the batch, from the cached batch (`changes`, every event with its
+{% macro cdc_batch_files_sql(changes, keys, current_rows=none, batch_keys=none, deletes=false) %}
+    {#- One row per raw file of the batch, from the batch (`changes`, every event with its
         `_cdc_batch_outcome`): everything a batch needs to know before it writes, in one query,
         read by column name: the file, its change events, the newest truncate (fixed-width text, so
         the greatest is the newest (_cdc_ts, _cdc_seq)), the unknown operations (at most 5, for the
         message), the counts of cdc_batch_counts and `check_<n>`, the events failing check n of
-        cdc_validation_checks. `classify`: the last changes classified
-        against the table (cdc_effective_changes_sql with outcome), whose counts per outcome are
-        added to every row (`outcome_<name>`, read by cdc_classified_counts). `deletes`: each file's last
-        changes per key that are deletes, as a JSON array of [key_json, commit time text, sequence]
-        (`deletes_json`, read by cdc_tombstone_literals). -#}
-    {%- set per_file -%}
+        cdc_validation_checks. `current_rows`: the table as the batch finds it; then each file's last
+        changes are also compared with it in the same pass (cdc_outcome_sql: the table's rows whose key
+        is in `batch_keys`, a relation with the key columns, joined to the last changes only) and counted
+        per outcome (`outcome_<name>`, summed over the files by cdc_classified_counts). `deletes`: each
+        file's last changes per key that are deletes, as a JSON array of [key_json, commit time text,
+        sequence] (`deletes_json`, read by cdc_tombstone_literals). -#}
         select
             _cdc_source_file,
             count(*) as change_events,
@@ -89,27 +89,28 @@
             to_json(collect_list(case when _cdc_batch_outcome is null and _cdc_op = 'D' then array(_cdc_key_json,
                 date_format(_cdc_ts, 'yyyy-MM-dd HH:mm:ss.SSSSSS'), _cdc_seq) end)) as deletes_json,
             {%- endif %}
+            {%- if current_rows is not none %}
+            {%- for name in cdc_outcomes() %}
+            count_if(_cdc_outcome = {{ cdc_sql_string(name) }}) as outcome_{{ name }},
+            {%- endfor %}
+            {%- endif %}
             {%- for check in cdc_validation_checks(keys) %}
             {{ check[0] }} as check_{{ loop.index }}{{ ',' if not loop.last }}
             {%- endfor %}
+        {%- if current_rows is none %}
         from {{ changes }}
-        group by _cdc_source_file
-    {%- endset -%}
-    {%- if classify is none %}
-        {{ per_file }}
-        order by _cdc_source_file
-    {%- else %}
-        select per_file.*, classified.*
-        from ({{ per_file }}) as per_file
-        cross join (
+        {%- else %}
+        from (
             select
-                {%- for name in cdc_outcomes() %}
-                count_if(_cdc_outcome = {{ cdc_sql_string(name) }}) as outcome_{{ name }}{{ ',' if not loop.last }}
-                {%- endfor %}
-            from ({{ classify }}) as classify
-        ) as classified
-        order by per_file._cdc_source_file
-    {%- endif %}
+                changes.*,
+                case when changes._cdc_batch_outcome is null then {{ cdc_outcome_sql() }} end as _cdc_outcome
+            from {{ changes }} as changes
+            left join {{ cdc_rows_touched_sql(current_rows, batch_keys, keys) }} as current_rows
+                on {{ cdc_same_key('changes', 'current_rows', keys) }} and changes._cdc_batch_outcome is null
+        ) as compared
+        {%- endif %}
+        group by _cdc_source_file
+        order by _cdc_source_file
 {% endmacro %}
 
 
@@ -120,11 +121,11 @@
 
 
 {% macro cdc_classified_counts(files) -%}
-    {#- The counts per outcome of cdc_batch_files_sql's `classify` columns (the same on every row),
-        by column name; all 0 for a batch without rows. -#}
+    {#- The counts per outcome of cdc_batch_files_sql's `outcome_<name>` columns, summed over the
+        batch's files, by column name; all 0 for a batch without rows. -#}
     {%- set counts = {} -%}
     {%- for name in cdc_outcomes() -%}
-        {%- do counts.update({name: (files[0]['outcome_' ~ name] | int) if files | length > 0 else 0}) -%}
+        {%- do counts.update({name: files | map(attribute='outcome_' ~ name) | map('int') | sum}) -%}
     {%- endfor -%}
     {{ return(counts) }}
 {%- endmacro %}

@@ -155,10 +155,13 @@ def run_hooks(
             if unreadable:
                 result.problems.extend(unreadable)
                 result.blocked_models.update({table.staging_model, table.model})
-            elif len(files) == 1 and table.identifier in plan and not plan[table.identifier].get("grouped", True):
-                # one file: its columns in its order are the batch's raw columns (cdc_planned_raw_columns)
+            elif files and table.identifier in plan and not plan[table.identifier].get("grouped", True):
+                # files whose footers name the same columns in the same order: those are the batch's raw
+                # columns (what Spark infers from one of them; cdc_planned_raw_columns); else the batch asks
                 with contextlib.suppress(FooterReadError):  # read whole just before: then the batch asks
-                    plan[table.identifier]["raw_columns"] = read_footer(files[0]).names
+                    names = {tuple(read_footer(file).names) for file in files}
+                    if len(names) == 1:
+                        plan[table.identifier]["raw_columns"] = list(names.pop())
         views, unchanged, registers_empty = {}, set(), False
         # On a shared target another run (or an erasure) may change a view or a register meanwhile: there both
         # are read by each batch.
