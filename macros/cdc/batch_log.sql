@@ -95,17 +95,18 @@
 {%- endmacro %}
 
 
-{% macro cdc_account(target, log_row, ledger_rows=none, tombstones=[], reset=false) %}
+{% macro cdc_account(target, log_row, ledger_rows=none, tombstones=[], reset=false, ledger_files=none) %}
     {#- Records a batch: its batch-log row (a SELECT of one row), then its ledger rows (a SELECT), now
         (the ledger's INSERT is the statement dbt reports for the model) or, deferred, as a line the
         run collects (python_hooks/commands/accounting.py: ACCOUNTING_PREFIX), with its tombstones as
-        SELECTs (`tombstones`, merge.sql: cdc_record_tombstones) and whether the model's ledger and
-        tombstone rows of before go first (`reset`: a table created empty in this run). -#}
+        SELECTs (`tombstones`, merge.sql: cdc_record_tombstones), whether the model's ledger and
+        tombstone rows of before go first (`reset`: a table created empty in this run) and the raw file
+        names its ledger rows hold (`ledger_files`: the run's ledger cache follows them). -#}
     {%- if cdc_accounting_deferred() -%}
         {#- `meta_files`: when the run compacts the model's partitions of the meta tables (cdc_compaction). -#}
         {%- set compaction = cdc_compaction_settings() -%}
         {{ log('cdc-accounting: ' ~ tojson({'model': target.identifier, 'batch_log': log_row, 'ledger': ledger_rows,
-            'tombstones': tombstones, 'reset': reset,
+            'ledger_files': ledger_files, 'tombstones': tombstones, 'reset': reset,
             'meta_files': compaction.meta_files if compaction.enabled else none})) }}
     {%- else -%}
         {%- do cdc_execute('insert into ' ~ cdc_meta_relation('cdc_batch_log') ~ ' ' ~ log_row) -%}

@@ -91,7 +91,7 @@
             {%- endif %}
         {%- endset -%}
         {%- do cdc_account(target, cdc_batch_log_row_sql(target, batch.record), ledger, tombstones=batch.record.tombstones,
-            reset=batch.record.get('reset', false)) -%}
+            reset=batch.record.get('reset', false), ledger_files=batch.files) -%}
         {%- if cdc_accounting_deferred() and not full_build -%}
             {%- do store_result('main', response='applied; recorded at the end of the run') -%}
         {%- endif -%}

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 
 from python_hooks.project.meta import BATCH_LOG, FILE_LEDGER, TOMBSTONES
 from python_hooks.project.sql import quoted_relation, sql_string
@@ -84,21 +85,73 @@ def record(warehouse: Warehouse, records: list[dict]) -> int:
 META_COMPACTED = (TOMBSTONES, FILE_LEDGER, BATCH_LOG)
 
 
-def compact_meta(warehouse: Warehouse, records: list[dict]) -> list[tuple[str, str]]:
-    """Bin-packs the partitions of the recorded models that hold their `meta_files` files or more: one
-    query over the three tables' partitions, then one rewrite per partition due (rows unchanged). Returns
-    the (table, model) pairs compacted."""
+LEDGER_SNAPSHOT = "ledger snapshot"  # the row of `after_record`'s query that is the ledger's newest snapshot
+
+
+@dataclass(frozen=True)
+class AfterRecord:
+    """What one query after the record says: the recorded models' partitions of the meta tables as
+    (table, model, files), and the ledger's newest snapshot with its parent (both ids as text), if asked."""
+
+    partitions: list[tuple[str, str, int]]
+    ledger: tuple[str, str] | None
+
+
+def after_record(warehouse: Warehouse, records: list[dict], ledger_snapshot: bool) -> AfterRecord:
+    """One query: the file count of each recorded model's partition of the meta tables (for the models
+    compacted by the run, `compact_meta`) and, with `ledger_snapshot`, the ledger's newest snapshot and its
+    parent (the hooks' ledger cache then follows the ledger's INSERT: landing/pending.py: note_recorded)."""
     thresholds = {r["model"]: int(r["meta_files"]) for r in records if r.get("meta_files")}
-    if not thresholds:
-        return []
     meta = warehouse.meta_schema
-    models = ", ".join(sql_string(model) for model in sorted(thresholds))
-    counts = " union all ".join(
-        f"select {sql_string(table)}, partition.model_name, file_count"
-        f" from {quoted_relation(meta, table)}.partitions where partition.model_name in ({models})"
-        for table in META_COMPACTED
-    )
-    due = [(table, model) for table, model, files in warehouse.query(counts) if files >= thresholds[model]]
+    parts = []
+    if thresholds:
+        models = ", ".join(sql_string(model) for model in sorted(thresholds))
+        parts.extend(
+            f"select {sql_string(table)}, partition.model_name, file_count"
+            f" from {quoted_relation(meta, table)}.partitions where partition.model_name in ({models})"
+            for table in META_COMPACTED
+        )
+    if ledger_snapshot:
+        ledger = quoted_relation(meta, FILE_LEDGER)
+        parts.append(
+            f"select {sql_string(LEDGER_SNAPSHOT)}, cast(snapshots.parent_id as string), snapshots.snapshot_id"
+            f" from {ledger}.snapshots as snapshots"
+            f" where snapshots.snapshot_id = (select max(snapshot_id) from {ledger}.refs where name = 'main')"
+        )
+    if not parts:
+        return AfterRecord([], None)
+    partitions, ledger_row = [], None
+    for first, second, third in warehouse.query(" union all ".join(parts)):
+        if first == LEDGER_SNAPSHOT:
+            ledger_row = (second, str(third)) if second is not None else None
+        else:
+            partitions.append((first, second, int(third)))
+    return AfterRecord(partitions, ledger_row)
+
+
+def ledger_files(records: list[dict]) -> dict[str, list[str]] | None:
+    """The raw files each record added to the ledger (model -> names), or None when the run also deleted
+    ledger rows (a table created empty in this run) or a record does not say."""
+    if any(r.get("reset") for r in records):
+        return None
+    files = {}
+    for r in records:
+        if r.get("ledger"):
+            if r.get("ledger_files") is None:
+                return None
+            files[r["model"]] = list(r["ledger_files"])
+    return files
+
+
+def compact_meta(
+    warehouse: Warehouse, records: list[dict], partitions: list[tuple[str, str, int]]
+) -> list[tuple[str, str]]:
+    """Bin-packs the partitions of the recorded models that hold their `meta_files` files or more
+    (`partitions`: from `after_record`), one rewrite per partition due (rows unchanged). Returns the
+    (table, model) pairs compacted."""
+    thresholds = {r["model"]: int(r["meta_files"]) for r in records if r.get("meta_files")}
+    meta = warehouse.meta_schema
+    due = [(table, model) for table, model, files in partitions if model in thresholds and files >= thresholds[model]]
     for table, model in due:
         warehouse.execute(
             f"call spark_catalog.system.rewrite_data_files(table => {sql_string(f'{meta}.{table}')},"

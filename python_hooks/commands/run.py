@@ -46,6 +46,9 @@ from python_hooks.landing.pending import (
     PLAN_VARIABLE,
     STAGING_TEST_FILES_VARIABLE,
     idle_models,
+    ledger_cached,
+    ledger_relation,
+    note_recorded,
     pending,
     pending_files,
     plan_environment,
@@ -498,8 +501,15 @@ def run_pipeline(
                 if warehouse is None:
                     raise unopened
                 accounting.record(warehouse, collector.records)
-                try:  # upkeep only: the rows are recorded, a failure leaves the partitions as they are
-                    accounting.compact_meta(warehouse, collector.records)
+                try:  # upkeep only: the rows are recorded, a failure leaves the partitions and the cache as they are
+                    added = accounting.ledger_files(collector.records)
+                    ledger = ledger_relation(warehouse)
+                    after = accounting.after_record(
+                        warehouse, collector.records, ledger_snapshot=bool(added) and ledger_cached(state_dir(), ledger)
+                    )
+                    if after.ledger is not None and added:
+                        note_recorded(state_dir(), ledger, *after.ledger, added)
+                    accounting.compact_meta(warehouse, collector.records, after.partitions)
                 except Exception as error:
                     log.warning(
                         "the meta tables' compaction after this run failed (they stay correct): %s",

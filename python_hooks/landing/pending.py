@@ -9,7 +9,7 @@ it (macros/cdc/landing.sql). No raw file is opened either way."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +38,7 @@ def applied_files(
     immutable): a run after a run that applied nothing reads one row of metadata instead of the ledger."""
     if not tables:
         return {}
-    ledger = quoted_relation(warehouse.meta_schema, FILE_LEDGER)
+    ledger = ledger_relation(warehouse)
     snapshot = None
     if cache_dir is not None:
         rows = warehouse.query(f"select snapshot_id from {ledger}.refs where name = 'main'")
@@ -57,6 +57,36 @@ def applied_files(
 
 
 LEDGER_CACHE = "ledger_cache.json"
+
+
+def ledger_relation(warehouse: Warehouse) -> str:
+    return quoted_relation(warehouse.meta_schema, FILE_LEDGER)
+
+
+def ledger_cached(cache_dir: Path, ledger: str) -> bool:
+    """Whether the hooks' state folder holds the ledger's rows as of one of its snapshots."""
+    try:
+        return json.loads((cache_dir / LEDGER_CACHE).read_text(encoding="utf-8"))["ledger"] == ledger
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def note_recorded(
+    cache_dir: Path, ledger: str, parent: str, snapshot: str, files: Mapping[str, Collection[str]]
+) -> bool:
+    """After a run's one INSERT into the ledger made `snapshot` from `parent` (nothing else committed
+    between: the parent says so, Iceberg's history being linear): when the cache holds the ledger as of
+    `parent`, it then holds it as of `snapshot`, each model's `files` added, so the next run reads one row
+    of metadata instead of the ledger. A model the cache did not hold stays out (read again). True when
+    the cache was carried forward."""
+    cached = _cached_ledger(cache_dir, ledger, parent)
+    if cached is None:
+        return False
+    for model, names in files.items():
+        if model in cached:
+            cached[model] |= set(names)
+    _keep_ledger(cache_dir, ledger, snapshot, cached)
+    return True
 
 
 def _cached_ledger(cache_dir: Path, ledger: str, snapshot: str | None) -> dict[str, set[str]] | None:
