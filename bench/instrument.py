@@ -69,6 +69,22 @@ class SqlProfile:
                 statement.end = at
 
 
+def statement_counts(statements: list[Statement], models: list[str]) -> dict:
+    """What a run sent, counted as tests/pytest/test_statement_budget.py counts it: statements in all, the
+    run's own (hooks, plan, dbt's metadata, accounting: no node), the most any of `models` (current-state
+    model nodes, by name) sent, and the data tests'."""
+    per_node: dict[str, int] = {}
+    for statement in statements:
+        per_node[statement.node] = per_node.get(statement.node, 0) + 1
+    nodes = [per_node.get(node, 0) for node in per_node if node.startswith("model.") and node.split(".")[-1] in models]
+    return {
+        "statements": len(statements),
+        "run_statements": per_node.get("", 0),
+        "node_statements_max": max(nodes, default=0),
+        "test_statements": sum(n for node, n in per_node.items() if node.startswith("test.")),
+    }
+
+
 # What each statement of a current-state batch is for: first matching rule wins (see macros/cdc/*.sql).
 MERGE_INTO = "merge: write target (INSERT, MERGE INTO, branch publish)"
 CATEGORIES: list[tuple[str, str]] = [

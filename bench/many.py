@@ -24,7 +24,7 @@ from bench import baseline
 from bench.context import Run
 from bench.generate import KEY, SOURCE_SCHEMA, TableData, generate_table
 from bench.harness import BenchDbt, check, land
-from bench.instrument import breakdown
+from bench.instrument import breakdown, statement_counts
 from bench.project import build_project, many_models
 from python_hooks.project.storage import Location
 
@@ -87,11 +87,35 @@ def _folder(run: Run, data: TableData) -> Location:
 
 
 def _pipeline_stage(run: Run, many: ManyTables, name: str, rows: int | None) -> dict[str, float]:
+    before = _commits(run, many)
     with run.stages.stage(name, rows=rows) as record:
         statements, steps = many.dbt.pipeline()
         record.extra = {"steps_seconds": steps}
+    models = [f"{SOURCE}__{data.name}" for data in many.tables]
+    after = _commits(run, many)
+    commits = {table: after[table] - before.get(table, 0) for table in after}
+    tables = [commits.get(many.relation(run.schema, data), 0) for data in many.tables]
+    record.extra["counts"] = {
+        **statement_counts(statements, models),
+        "table_commits_max": max(tables, default=0),
+        "meta_commits": {t.rsplit(".", 1)[-1]: n for t, n in sorted(commits.items()) if "_cdc_meta." in t},
+    }
     run.breakdowns[record.name] = breakdown(statements, record.seconds)
     return steps
+
+
+def _commits(run: Run, many: ManyTables) -> dict[str, int]:
+    """Snapshots per table: the current-state tables and the meta tables a run commits to (counted
+    after the stage's clock, as tests/pytest/test_statement_budget.py counts them)."""
+    relations = [many.relation(run.schema, data) for data in many.tables]
+    relations += [f"{run.schema}_cdc_meta.{table}" for table in ("cdc_batch_log", "cdc_file_ledger", "cdc_tombstones")]
+    counts = {}
+    for relation in relations:
+        try:
+            counts[relation] = int(run.sql.query(f"select count(*) from {relation}.snapshots")[0][0])
+        except Exception:  # not created yet (before the first run)
+            counts[relation] = 0
+    return counts
 
 
 def _snapshots(run: Run, many: ManyTables) -> dict[str, int | None]:

@@ -93,6 +93,25 @@ def markdown(results: dict) -> str:
             f"{_fmt(stage.get('rows_per_second'))} | {_fmt(stage.get('peak_heap_mb'))} | "
             f"{_fmt(stage.get('peak_heap_fraction'))} | {_fmt(stage.get('peak_rss_mb'))} |"
         )
+    counted = [stage for stage in results["stages"] if stage.get("counts")]
+    if counted:
+        lines += [
+            "",
+            "What each `make run` of the many-tables stages sent and committed (statements from dbt's events; commits"
+            " from the tables' snapshots; tests/pytest/test_statement_budget.py holds the same counts):",
+            "",
+            "| stage | statements | the run's own | most by one table's node | data tests | most commits to one table"
+            " | commits to the meta tables |",
+            "|---|---:|---:|---:|---:|---:|---|",
+        ]
+        for stage in counted:
+            counts = stage["counts"]
+            meta = ", ".join(f"{table} {n}" for table, n in counts["meta_commits"].items() if n) or "none"
+            lines.append(
+                f"| {stage['stage']} | {counts['statements']} | {counts['run_statements']} | "
+                f"{counts['node_statements_max']} | {counts['test_statements']} | "
+                f"{counts['table_commits_max']} | {meta} |"
+            )
     stock = results.get("stock")
     if stock:
         others = stock["others_by_kind"]
