@@ -44,8 +44,9 @@ class _TimedRunner:
     timing each command. Without `callbacks` the run would take the path of a plain `dbt run` (each node
     records its own batch, one thread), not `make run`'s (the accounting once per run, threads)."""
 
-    def __init__(self, runner) -> None:
+    def __init__(self, runner, profile: SqlProfile | None = None) -> None:
         self._runner = runner
+        self._profile = profile  # its open statements end when a dbt command starts
         self.commands: list[tuple[str, float]] = []
 
     @property
@@ -64,6 +65,8 @@ class _TimedRunner:
 
     def invoke(self, args: list[str]):
         start = time.perf_counter()
+        if self._profile is not None:
+            self._profile.close(start)
         try:
             return self._runner.invoke(args)
         finally:
@@ -114,7 +117,7 @@ class BenchDbt:
         schema-evolution hook, between the dbt commands) and `build`."""
         from python_hooks.commands.run import run_pipeline
 
-        timed = _TimedRunner(self._runner)
+        timed = _TimedRunner(self._runner, self.profile)
         first = len(self.profile.statements)
         start = time.perf_counter()
         with environment(**self._env):

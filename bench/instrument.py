@@ -37,7 +37,10 @@ class SqlProfile:
     """A dbtRunner callback recording every statement. A statement's time is from its start to the
     next statement's start in the same thread (dbt runs each node in one of its threads and sends its
     events from there): it includes fetching the result (Spark runs a query lazily, when dbt fetches
-    it) and the Jinja in between; a thread's last one ends when the invocation returns."""
+    it) and the Jinja in between. A node's last one ends when the node finishes; a statement of the run
+    (no node: the hooks', dbt's metadata) when a node starts, since its thread then waits for the nodes,
+    or when the caller says a dbt command starts (`close`); a thread's last one when the invocation
+    returns."""
 
     def __init__(self) -> None:
         self.statements: list[Statement] = []
@@ -62,6 +65,18 @@ class SqlProfile:
             self.statements.append(self._open[thread])
         elif name == "SQLQueryStatus" and thread in self._open:
             self._open[thread].execute = float(msg.data.elapsed)
+        elif name == "NodeFinished" and thread in self._open:
+            self._end(self._open[thread], time.perf_counter())
+        elif name == "NodeStart":
+            now = time.perf_counter()
+            for statement in self._open.values():
+                if not statement.node:
+                    self._end(statement, now)
+
+    @staticmethod
+    def _end(statement: Statement, at: float) -> None:
+        if statement.end is None:
+            statement.end = at
 
     def close(self, at: float) -> None:
         for statement in self._open.values():
