@@ -85,6 +85,12 @@ def record(warehouse: Warehouse, records: list[dict]) -> int:
 META_COMPACTED = (TOMBSTONES, FILE_LEDGER, BATCH_LOG)
 
 
+def _meta_files(records: list[dict]) -> dict[str, int]:
+    """Per model compacted by the run, the files of its partition that make a compaction due (its record's
+    `meta_files`, from cdc_compaction)."""
+    return {r["model"]: int(r["meta_files"]) for r in records if r.get("meta_files")}
+
+
 LEDGER_SNAPSHOT = "ledger snapshot"  # the row of `after_record`'s query that is the ledger's newest snapshot
 
 
@@ -101,7 +107,7 @@ def after_record(warehouse: Warehouse, records: list[dict], ledger_snapshot: boo
     """One query: the file count of each recorded model's partition of the meta tables (for the models
     compacted by the run, `compact_meta`) and, with `ledger_snapshot`, the ledger's newest snapshot and its
     parent (the hooks' ledger cache then follows the ledger's INSERT: landing/pending.py: note_recorded)."""
-    thresholds = {r["model"]: int(r["meta_files"]) for r in records if r.get("meta_files")}
+    thresholds = _meta_files(records)
     meta = warehouse.meta_schema
     parts = []
     if thresholds:
@@ -149,7 +155,7 @@ def compact_meta(
     """Bin-packs the partitions of the recorded models that hold their `meta_files` files or more
     (`partitions`: from `after_record`), one rewrite per partition due (rows unchanged). Returns the
     (table, model) pairs compacted."""
-    thresholds = {r["model"]: int(r["meta_files"]) for r in records if r.get("meta_files")}
+    thresholds = _meta_files(records)
     meta = warehouse.meta_schema
     due = [(table, model) for table, model, files in partitions if model in thresholds and files >= thresholds[model]]
     for table, model in due:
