@@ -80,8 +80,7 @@ class SqlProfile:
 
     def close(self, at: float) -> None:
         for statement in self._open.values():
-            if statement.end is None:
-                statement.end = at
+            self._end(statement, at)
 
 
 def statement_counts(statements: list[Statement], models: list[str]) -> dict:

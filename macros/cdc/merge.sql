@@ -287,7 +287,7 @@
         new keys (an outer join). `unchanged`: columns whose placeholder keeps the row's value. -#}
 merge into {{ target }} as t
 using {{ changes }} as s
-on {% for key in keys %}t.{{ cdc_quote(key) }} = s.{{ cdc_quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
+on {{ cdc_same_key('t', 's', keys) }}
 when matched and s._cdc_op = 'D' and {{ cdc_is_newer('s', 't') }} then delete
 when matched and s._cdc_op <> 'D' and {{ cdc_is_newer('s', 't') }}
     and not (s._cdc_op = t._cdc_op and s._cdc_ts = t._cdc_ts and s._cdc_row_hash = t._cdc_row_hash) then update set

@@ -141,6 +141,7 @@
 
 
 {% macro cdc_same_key(left, right, keys) -%}
+    {#- The join condition of two relations (aliases `left`, `right`) on the key columns. -#}
     {%- for key in keys %}{{ left }}.{{ cdc_quote(key) }} = {{ right }}.{{ cdc_quote(key) }}{{ ' and ' if not loop.last }}{% endfor -%}
 {%- endmacro %}
 
@@ -184,7 +185,7 @@
                 cast(null as string) as _cdc_key_json
             from {{ current_rows }} as current_rows
             left anti join effective
-                on {% for key in keys %}current_rows.{{ cdc_quote(key) }} = effective.{{ cdc_quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
+                on {{ cdc_same_key('current_rows', 'effective', keys) }}
 
         ),
 

@@ -78,7 +78,7 @@
             {%- for column in filled if column | lower in known %}, {{ cdc_quote(column) }}{% endfor %}
             from {{ stored }}
         ) as stored
-            on {% for key in keys %}stored.{{ cdc_quote(key) }} = batch.{{ cdc_quote(key) }}{{ ' and ' if not loop.last }}{% endfor %}
+            on {{ cdc_same_key('stored', 'batch', keys) }}
         {%- endif %}
     {%- endset -%}
     {%- set state = namespace(sql=sql) -%}
