@@ -89,6 +89,13 @@ def test_statements_and_commits_of_a_small_run(dbt, spark, tmp_path: Path, schem
             spark, f"{schema}_current.crm__{table}", ["customer_id"], [*dms.TABLES[table], "_cdc_op", "_cdc_ts"]
         )
         assert_same_table(actual, expected, table)
+    for table in TABLES:  # the batch log's snapshot_id: the table's snapshot once the run is done (time travel)
+        relation = f"{schema}_current.{table}"
+        newest = spark.sql(
+            f"select snapshot_id from {schema}_cdc_meta.cdc_batch_log where model_name = '{table}'"
+            " order by started_at desc limit 1"
+        ).collect()[0][0]
+        assert newest == spark.sql(f"select snapshot_id from {relation}.refs where name = 'main'").collect()[0][0]
     nodes = _per_node(statements)
     idle_statements, idle_commits = _counted_run(dbt, spark, landing, schema)
     for sql in [*statements, None, *idle_statements]:  # shown with -s, and in the log of a failure
