@@ -91,11 +91,8 @@
         ) -%}
         {%- do record.views.append('changes') -%}
     {%- endif -%}
-    {#- The last changes: of the cached batch, or, uncached, the cheaper query that ranks only them. -#}
-    {%- set last = ('(' ~ cdc_batch_changes_sql(events, tombstones, keys) ~ ')') if uncached else cdc_last_changes(changes) -%}
     {%- set read_as_found = none if state is none else (
         target if state.snapshot is none else '(select * from ' ~ target ~ ' version as of ' ~ state.snapshot ~ ')') -%}
-    {%- set effective_sql = none if state is none else cdc_effective_changes_sql(last, read_as_found, keys, outcome=true) -%}
     {%- set spooled = cdc_tombstones_spooled() -%}
     {#- On the 'merge' path, each last change is compared with the table in the same pass (the table's
         rows of the batch's keys, found from the raw events: no second computation of the batch). -#}
@@ -103,6 +100,11 @@
         batch_keys=events, deletes=spooled)).rows -%}
     {%- set truncate = cdc_validate_batch(target, files, keys, record) -%}
     {%- do cdc_fault_point('after_validate') -%}
+    {#- The last changes: of the cached batch, or, uncached, the cheaper query that ranks only them,
+        with the newest truncate the aggregate compared them with (no second read of it). -#}
+    {%- set last = ('(' ~ cdc_batch_changes_sql(events, tombstones, keys, truncate_bound=cdc_truncate_bound(files)) ~ ')')
+        if uncached else cdc_last_changes(changes) -%}
+    {%- set effective_sql = none if state is none else cdc_effective_changes_sql(last, read_as_found, keys, outcome=true) -%}
     {%- set batch_outcome = cdc_batch_counts(files) -%}
     {%- set classified_now = cdc_classified_counts(files) if one_merge else none -%}
     {%- set rows_truncated = 0 -%}

@@ -3,7 +3,7 @@
     and, for dbt unit tests, the table a batch leaves (`cdc_merge_result_sql`). No statement runs
     here; merge.sql runs them. -#}
 
-{% macro cdc_batch_changes_sql(events, tombstones, keys, every_event=false) %}
+{% macro cdc_batch_changes_sql(events, tombstones, keys, every_event=false, truncate_bound='read') %}
     {#- Step 3 of the merge, as one query over the batch `events`: the last change per key, minus the
         changes older than the key's tombstone or a truncate. `tombstones` holds this model's rows
         of cdc_tombstones (key_json, _cdc_ts, _cdc_seq).
@@ -15,7 +15,11 @@
         validation and the batch log's counts are one aggregate over it (cdc_batch_files_sql).
         Subqueries, not CTEs: the merge caches this query (`cache table ... as`), and Spark 3.5
         never matches a cached plan that holds a CTE (its ids differ at every analysis,
-        SPARK-46741), so every later read of the cached view would compute it again. -#}
+        SPARK-46741), so every later read of the cached view would compute it again.
+        The newest truncate (of the batch's `T` events and the model's table-wide tombstones) is read
+        from both (`truncate_bound='read'`; every_event gives it in `_cdc_truncate_bound`), or is
+        known: [commit time text, sequence] from the batch's aggregate (cdc_truncate_bound), or none
+        for no truncate at all. Known, the query reads neither a second time. -#}
     {%- set key_list -%}
         {% for key in keys %}{{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %}
     {%- endset -%}
@@ -23,7 +27,8 @@
         to_json(named_struct({% for key in keys %}{{ cdc_sql_string(key) }}, {{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %}))
     {%- endset -%}
     {%- set order_by = 'events._cdc_ts desc, events._cdc_seq desc, events._cdc_source_file desc' -%}
-    {%- set after_truncate = '(truncated.newest is null or ' ~ cdc_is_newer('latest', 'truncated.newest') ~ ')' -%}
+    {%- set after_truncate = 'true' if truncate_bound is none
+        else '(truncated.newest is null or ' ~ cdc_is_newer('latest', 'truncated.newest') ~ ')' -%}
     {%- set after_tombstone -%}
         (tombstones.key_json is null or latest._cdc_op = 'D' or {{ cdc_is_newer('latest', 'tombstones.newest') }})
     {%- endset %}
@@ -36,7 +41,8 @@
                 when latest._cdc_change_rank > 1 then 'superseded'
                 when not {{ after_truncate }} then 'truncated'
                 when not {{ after_tombstone }} then 'tombstoned'
-            end as _cdc_batch_outcome
+            end as _cdc_batch_outcome,
+            truncated.newest as _cdc_truncate_bound
         {%- endif %}
         from (
             select
@@ -63,6 +69,7 @@
             where ranked._cdc_change_rank = 1
             {%- endif %}
         ) as latest
+        {%- if truncate_bound == 'read' %}
         cross join (
             select max(struct(truncates._cdc_ts, truncates._cdc_seq)) as newest
             from (
@@ -72,6 +79,12 @@
                 where tombstones.key_json = '*'
             ) as truncates
         ) as truncated
+        {%- elif truncate_bound is not none %}
+        cross join (
+            select named_struct('_cdc_ts', cast({{ cdc_sql_string(truncate_bound[0]) }} as timestamp),
+                '_cdc_seq', {{ cdc_sql_string(truncate_bound[1]) }}) as newest
+        ) as truncated
+        {%- endif %}
         left join (
             select
                 tombstones.key_json,

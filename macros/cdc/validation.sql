@@ -42,6 +42,14 @@
 {% endmacro %}
 
 
+{% macro cdc_truncate_bound(files) -%}
+    {#- The newest truncate the batch's changes were compared with (its own `T` events and the model's
+        table-wide tombstones) as [commit time text, sequence], or none: from cdc_batch_files_sql's rows. -#}
+    {%- set bounds = files | map(attribute='truncate_bound') | reject('none') | list -%}
+    {{ return((bounds | max).split('|', 1) if bounds else none) }}
+{%- endmacro %}
+
+
 {% macro cdc_validation_checks(keys) -%}
     {#- What makes a change event invalid, as [condition counted, words for the refusal]. -#}
     {%- set checks = [] -%}
@@ -64,7 +72,8 @@
     {#- One row per raw file of the batch, from the batch (`changes`, every event with its
         `_cdc_batch_outcome`): everything a batch needs to know before it writes, in one query,
         read by column name: the file, its change events, the newest truncate (fixed-width text, so
-        the greatest is the newest (_cdc_ts, _cdc_seq)), the unknown operations (at most 5, for the
+        the greatest is the newest (_cdc_ts, _cdc_seq)), the newest of it and the model's table-wide
+        tombstones (`truncate_bound`, the same for every file: cdc_truncate_bound), the unknown operations (at most 5, for the
         message), the counts of cdc_batch_counts and `check_<n>`, the events failing check n of
         cdc_validation_checks. `current_rows`: the table as the batch finds it; then each file's last
         changes are also compared with it in the same pass (cdc_outcome_sql: the table's rows whose key
@@ -76,6 +85,8 @@
             _cdc_source_file,
             count(*) as change_events,
             max(case when _cdc_op = 'T' then concat(date_format(_cdc_ts, 'yyyy-MM-dd HH:mm:ss.SSSSSS'), '|', _cdc_seq) end) as newest_truncate,
+            max(concat(date_format(_cdc_truncate_bound._cdc_ts, 'yyyy-MM-dd HH:mm:ss.SSSSSS'), '|',
+                _cdc_truncate_bound._cdc_seq)) as truncate_bound,
             array_join(slice(array_sort(collect_set(case when {{ cdc_unknown_op() }}
                 then coalesce(concat("'", _cdc_op, "'"), 'null') end)), 1, 5), ', ') as unknown_ops,
             count_if(_cdc_batch_outcome = 'truncate') as truncates,
