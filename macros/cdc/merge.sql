@@ -100,12 +100,13 @@
         batch_keys=events, deletes=spooled)).rows -%}
     {%- set truncate = cdc_validate_batch(target, files, keys, record) -%}
     {%- do cdc_fault_point('after_validate') -%}
-    {#- The last changes: of the cached batch, or, uncached, the cheaper query that ranks only them,
-        with the newest truncate the aggregate compared them with (no second read of it). -#}
-    {%- set last = ('(' ~ cdc_batch_changes_sql(events, tombstones, keys, truncate_bound=cdc_truncate_bound(files)) ~ ')')
-        if uncached else cdc_last_changes(changes) -%}
-    {%- set effective_sql = none if state is none else cdc_effective_changes_sql(last, read_as_found, keys, outcome=true) -%}
     {%- set batch_outcome = cdc_batch_counts(files) -%}
+    {#- The last changes: of the cached batch, or, uncached, the cheaper query that ranks only them,
+        with the newest truncate the aggregate compared them with, and the tombstones only when the
+        aggregate found a change they stop (no second read of either otherwise). -#}
+    {%- set last = ('(' ~ cdc_batch_changes_sql(events, tombstones, keys, truncate_bound=cdc_truncate_bound(files),
+        tombstoned=batch_outcome.ignored_tombstoned > 0) ~ ')') if uncached else cdc_last_changes(changes) -%}
+    {%- set effective_sql = none if state is none else cdc_effective_changes_sql(last, read_as_found, keys, outcome=true) -%}
     {%- set classified_now = cdc_classified_counts(files) if one_merge else none -%}
     {%- set rows_truncated = 0 -%}
     {%- set deletes = batch_outcome.last_deletes > 0 -%}

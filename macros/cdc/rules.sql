@@ -3,7 +3,7 @@
     and, for dbt unit tests, the table a batch leaves (`cdc_merge_result_sql`). No statement runs
     here; merge.sql runs them. -#}
 
-{% macro cdc_batch_changes_sql(events, tombstones, keys, every_event=false, truncate_bound='read') %}
+{% macro cdc_batch_changes_sql(events, tombstones, keys, every_event=false, truncate_bound='read', tombstoned=true) %}
     {#- Step 3 of the merge, as one query over the batch `events`: the last change per key, minus the
         changes older than the key's tombstone or a truncate. `tombstones` holds this model's rows
         of cdc_tombstones (key_json, _cdc_ts, _cdc_seq).
@@ -19,7 +19,9 @@
         The newest truncate (of the batch's `T` events and the model's table-wide tombstones) is read
         from both (`truncate_bound='read'`; every_event gives it in `_cdc_truncate_bound`), or is
         known: [commit time text, sequence] from the batch's aggregate (cdc_truncate_bound), or none
-        for no truncate at all. Known, the query reads neither a second time. -#}
+        for no truncate at all. Known, the query reads neither a second time. `tombstoned=false`: the
+        batch's aggregate found no last change older than its key's tombstone, so the query does not
+        read the tombstones again to find none. -#}
     {%- set key_list -%}
         {% for key in keys %}{{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %}
     {%- endset -%}
@@ -29,8 +31,13 @@
     {%- set order_by = 'events._cdc_ts desc, events._cdc_seq desc, events._cdc_source_file desc' -%}
     {%- set after_truncate = 'true' if truncate_bound is none
         else '(truncated.newest is null or ' ~ cdc_is_newer('latest', 'truncated.newest') ~ ')' -%}
+    {%- set tombstoned = tombstoned or every_event -%}
     {%- set after_tombstone -%}
+        {%- if tombstoned -%}
         (tombstones.key_json is null or latest._cdc_op = 'D' or {{ cdc_is_newer('latest', 'tombstones.newest') }})
+        {%- else -%}
+        true
+        {%- endif -%}
     {%- endset %}
         select
             latest.*
@@ -85,6 +92,7 @@
                 '_cdc_seq', {{ cdc_sql_string(truncate_bound[1]) }}) as newest
         ) as truncated
         {%- endif %}
+        {%- if tombstoned %}
         left join (
             select
                 tombstones.key_json,
@@ -93,6 +101,7 @@
             group by tombstones.key_json
         ) as tombstones
             on latest._cdc_key_json = tombstones.key_json
+        {%- endif %}
         {%- if not every_event %}
         where
             {{ after_truncate }}
