@@ -50,7 +50,7 @@ from python_hooks.evolution.plan import (
     decoded_schema,
     plan_schema_changes,
 )
-from python_hooks.evolution.types import spark_type
+from python_hooks.evolution.types import normalize_type, spark_type
 from python_hooks.landing.files import is_listed_here, raw_files
 from python_hooks.project import faults
 from python_hooks.project.meta import RAW_FILE_GROUPS, SCHEMA_EVOLUTION_LOG
@@ -122,8 +122,10 @@ def file_groups(
 
 def _refusal_message(refusal: Refusal, table: CdcTable, file_types: dict[str, dict[str, str]]) -> str:
     """A refusal, with the raw files whose column has the refused type (at most 3 named)."""
-    column, refused = refusal.column.lower(), refusal.new_type.lower()
-    files = sorted(name for name, types in file_types.items() if types.get(column, "").lower() == refused)
+    # Both sides in normalize_type's words: a footer's type is spark_type's (struct<`value`:string>), the
+    # refusal's normalized (struct<value:string>), so a nested type named no file (found by `make fuzz`).
+    column, refused = refusal.column.lower(), normalize_type(refusal.new_type)
+    files = sorted(name for name, types in file_types.items() if normalize_type(types.get(column, "")) == refused)
     named = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
     where = f" (raw file {named})" if files else ""
     return f"{refusal.message()}{where} [model {table.model}, source {table.source}]"

@@ -627,6 +627,21 @@ def test_a_conflicting_file_is_left_out_of_the_union(tmp_path) -> None:
     assert found.union is not None and found.union.names == ["id", "name"]
 
 
+def test_a_nested_type_change_names_its_file(tmp_path) -> None:
+    """A column that becomes a struct in a new file is refused naming that file, not only "the new files"
+    (`make fuzz` found the refusal naming none: the footer's type was spelled with backquotes)."""
+    folder = tmp_path / "crm" / "customer"  # the files that brought `name` as a string were removed since
+    nested = _parquet(
+        folder / "20261121-100000000.parquet",
+        pa.schema([("Op", pa.string()), ("id", pa.int64()), ("name", pa.struct([("value", pa.string())]))]),
+    )
+    found = inspect_table(
+        _customer_table(folder), raw_files(folder, "dms"), FooterCache(tmp_path / "f.json"), CUSTOMER_NOW
+    )
+    assert len(found.problems) == 1, found.problems
+    assert f"(raw file {nested})" in found.problems[0] and "`name`" in found.problems[0], found.problems[0]
+
+
 def test_applied_files_are_not_planned_and_one_changed_in_place_is_ignored_in_words(tmp_path) -> None:
     """The union planned is the new files' (issue 43): an applied file replaced with a column more brings no
     column, an applied file damaged in place refuses nothing; each gets one worded warning, and staging's
