@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from helpers.parse_template import ParseTemplate
 from helpers.paths import PROJECT
 
 
@@ -16,21 +17,29 @@ class Dbt:
 
         self._runner = dbtRunner()
         self._work = work
+        self._template = ParseTemplate(work / "parse-template", self._parse_template)
 
-    def _common(self, landing: Path, schema: str, project: Path | None = None) -> list[str]:
+    def _parse_template(self, schema: str, landing: Path, target: Path) -> bool:
+        common = ["--project-dir", str(PROJECT), "--target-path", str(target), "--log-path", str(target / "logs")]
+        os.environ["CDC_LANDING_ROOT"], os.environ["CDC_SCHEMA"] = str(landing), schema
+        return self._runner.invoke(["parse", "--quiet", *common, "--target", "local"]).success
+
+    def _common(self, landing: Path, schema: str, project: Path | None = None, target: str = "local") -> list[str]:
         """`project`: another project folder than this one (e.g. a copy a test changed)."""
+        path = self.target_path(schema)
+        if project is None and target == "local":
+            self._template.seed(path, schema, landing)  # helpers/parse_template.py
         os.environ["CDC_LANDING_ROOT"] = str(landing)
         os.environ["CDC_SCHEMA"] = schema
-        target = self.target_path(schema)
         project_dir = str(project or PROJECT)
-        return ["--project-dir", project_dir, "--target-path", str(target), "--log-path", str(target / "logs")]
+        return ["--project-dir", project_dir, "--target-path", str(path), "--log-path", str(path / "logs")]
 
     def target_path(self, schema: str) -> Path:
         """dbt's target folder for `schema` (compiled SQL, run results)."""
         return self._work / schema
 
     def __call__(self, *args: str, landing: Path, schema: str, target: str = "local", project: Path | None = None):
-        return self._runner.invoke([*args, *self._common(landing, schema, project), "--target", target])
+        return self._runner.invoke([*args, *self._common(landing, schema, project, target), "--target", target])
 
     def pipeline(
         self, *build_args: str, landing: Path, schema: str, target: str = "local", project: Path | None = None
@@ -38,7 +47,7 @@ class Dbt:
         """`make run`: the Python hooks, then `dbt build` (python_hooks.pipeline), in this process."""
         from python_hooks.commands.run import run_pipeline
 
-        common = [*self._common(landing, schema, project), "--target", target]
+        common = [*self._common(landing, schema, project, target), "--target", target]
         return run_pipeline(build_args, runner=self._runner, common_args=common)
 
     def status(self, landing: Path, schema: str, now=None, target: str = "local") -> list:
@@ -46,7 +55,7 @@ class Dbt:
         from python_hooks.commands import status
         from python_hooks.project.warehouse import Warehouse
 
-        common = [*self._common(landing, schema), "--target", target]
+        common = [*self._common(landing, schema, target=target), "--target", target]
         parsed = self._runner.invoke(["parse", "--quiet", *common])
         assert parsed.success, parsed.exception
         with Warehouse.open(common) as warehouse:
