@@ -45,7 +45,7 @@
     {%- set columns = [] -%}
     {%- for name, value in outcome.items() -%}
         {%- if name == 'newest_commit_at' -%}
-            {%- do columns.append(("cast('" ~ value ~ "' as timestamp)" if value is not none else 'cast(null as timestamp)') ~ ' as ' ~ name) -%}
+            {%- do columns.append((cdc_timestamp_literal(value) if value is not none else 'cast(null as timestamp)') ~ ' as ' ~ name) -%}
         {%- elif name == 'file_events' -%}
             {%- set names = [] -%}
             {%- set counts = [] -%}
@@ -131,8 +131,7 @@
 {% macro cdc_batch_log_row_sql(target, record, refused=none) %}
     {#- The batch's row of cdc_batch_log as a SELECT of literals (and the table's snapshot). When the row
         is written later (deferred), the batch's end is a literal of now, not the INSERT's time. -#}
-    {%- set finished = "cast('" ~ modules.datetime.datetime.utcnow().strftime('%Y-%m-%d %H:%M:%S.%f') ~ "' as timestamp)"
-        if cdc_accounting_deferred() else 'current_timestamp()' -%}
+    {%- set finished = cdc_now_literal() if cdc_accounting_deferred() else 'current_timestamp()' -%}
     {%- set counted = ['rows_inserted', 'rows_updated', 'rows_deleted', 'ignored_older', 'ignored_redelivered',
         'ignored_tombstoned', 'ignored_truncated', 'superseded', 'deletes_without_row', 'truncates'] -%}
     {%- set sql -%}

@@ -45,7 +45,7 @@ from {{ events }}
 
 {% macro cdc_run_timestamp() -%}
     {#- One timestamp for the whole dbt invocation: when the rows written by this run were applied. -#}
-    {{ return("cast('" ~ run_started_at.strftime('%Y-%m-%d %H:%M:%S.%f') ~ "' as timestamp)") }}
+    {{ return(cdc_timestamp_literal(run_started_at.strftime('%Y-%m-%d %H:%M:%S.%f'))) }}
 {%- endmacro %}
 
 
@@ -140,7 +140,7 @@ from {{ events }}
         {%- do rows.append('(cast(null as string), cast(0 as bigint), ' ~ cdc_sql_string(mode) ~ ')') -%}
     {%- endif -%}
     {#- When the batch started, for the batch log (a literal: the view is read later). -#}
-    {%- set started_at = "cast('" ~ modules.datetime.datetime.utcnow().strftime('%Y-%m-%d %H:%M:%S.%f') ~ "' as timestamp)" -%}
+    {%- set started_at = cdc_now_literal() -%}
     {#- The batch's files as a relation of literals (no view: nothing to create or drop). -#}
     {%- set files_sql = '(select *, ' ~ started_at ~ ' as started_at from values ' ~ (rows | join(', '))
         ~ ' as batch_files(file_name, change_events, build_mode))' -%}

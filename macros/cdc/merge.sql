@@ -119,7 +119,7 @@
            reads the tombstones, so Spark computes it again once: its result is the same, since a
            truncate is older than every change it lets through.) -#}
     {%- if truncate is not none -%}
-        {%- set truncate_ts = "cast('" ~ truncate[0] ~ "' as timestamp)" -%}
+        {%- set truncate_ts = cdc_timestamp_literal(truncate[0]) -%}
         {%- set truncate_seq = cdc_sql_string(truncate[1]) -%}
         {%- do cdc_write_tombstones(target, 'select ' ~ model_name ~ " as model_name, '*' as key_json, "
             ~ truncate_ts ~ ' as _cdc_ts, ' ~ truncate_seq ~ " as _cdc_seq, 'truncate' as _cdc_source_file,"

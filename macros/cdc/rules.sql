@@ -88,7 +88,7 @@
         ) as truncated
         {%- elif truncate_bound is not none %}
         cross join (
-            select named_struct('_cdc_ts', cast({{ cdc_sql_string(truncate_bound[0]) }} as timestamp),
+            select named_struct('_cdc_ts', {{ cdc_timestamp_literal(truncate_bound[0]) }},
                 '_cdc_seq', {{ cdc_sql_string(truncate_bound[1]) }}) as newest
         ) as truncated
         {%- endif %}

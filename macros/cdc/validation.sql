@@ -10,11 +10,7 @@
     {%- set checks = cdc_validation_checks(keys) -%}
     {%- set problems = [] -%}
     {%- set bad_files = [] -%}
-    {%- set truncates = [] -%}
     {%- for row in files -%}
-        {%- if row['newest_truncate'] is not none -%}
-            {%- do truncates.append(row['newest_truncate']) -%}
-        {%- endif -%}
         {%- for check in checks -%}
             {%- set failures = row['check_' ~ loop.index] -%}
             {%- if failures > 0 -%}
@@ -38,15 +34,47 @@
             ~ (problems | join("\n"))
             ~ "\nFix or remove the file(s) in the landing folder and run again; the other tables are not affected.") }}
     {%- endif -%}
-    {{ return((truncates | max).split('|', 1) if truncates else none) }}
+    {{ return(cdc_newest_commit_point(files, 'newest_truncate')) }}
 {% endmacro %}
 
 
 {% macro cdc_truncate_bound(files) -%}
     {#- The newest truncate the batch's changes were compared with (its own `T` events and the model's
         table-wide tombstones) as [commit time text, sequence], or none: from cdc_batch_files_sql's rows. -#}
-    {%- set bounds = files | map(attribute='truncate_bound') | reject('none') | list -%}
-    {{ return((bounds | max).split('|', 1) if bounds else none) }}
+    {{ return(cdc_newest_commit_point(files, 'truncate_bound')) }}
+{%- endmacro %}
+
+
+{% macro cdc_commit_time_text(ts) -%}
+    {#- A commit time as fixed-width text (microseconds), so that text order is time order. -#}
+    {{ return("date_format(" ~ ts ~ ", 'yyyy-MM-dd HH:mm:ss.SSSSSS')") }}
+{%- endmacro %}
+
+
+{% macro cdc_commit_point_text(ts, seq) -%}
+    {#- A change's place in the order, (_cdc_ts, _cdc_seq), as one text whose greatest is the newest:
+        read back by cdc_newest_commit_point. -#}
+    {{ return("concat(" ~ cdc_commit_time_text(ts) ~ ", '|', " ~ seq ~ ")") }}
+{%- endmacro %}
+
+
+{% macro cdc_newest_commit_point(files, column) -%}
+    {#- The greatest cdc_commit_point_text in `column` of cdc_batch_files_sql's rows, as [commit time
+        text, sequence], or none. -#}
+    {%- set points = files | map(attribute=column) | reject('none') | list -%}
+    {{ return((points | max).split('|', 1) if points else none) }}
+{%- endmacro %}
+
+
+{% macro cdc_timestamp_literal(text) -%}
+    {#- A commit time's text (cdc_commit_time_text, or a Python datetime's) as a Spark timestamp. -#}
+    {{ return("cast(" ~ cdc_sql_string(text) ~ " as timestamp)") }}
+{%- endmacro %}
+
+
+{% macro cdc_now_literal() -%}
+    {#- This moment (UTC) as a timestamp literal: a time the SQL is read later, not when it runs. -#}
+    {{ return(cdc_timestamp_literal(modules.datetime.datetime.utcnow().strftime('%Y-%m-%d %H:%M:%S.%f'))) }}
 {%- endmacro %}
 
 
@@ -84,9 +112,8 @@
         select
             _cdc_source_file,
             count(*) as change_events,
-            max(case when _cdc_op = 'T' then concat(date_format(_cdc_ts, 'yyyy-MM-dd HH:mm:ss.SSSSSS'), '|', _cdc_seq) end) as newest_truncate,
-            max(concat(date_format(_cdc_truncate_bound._cdc_ts, 'yyyy-MM-dd HH:mm:ss.SSSSSS'), '|',
-                _cdc_truncate_bound._cdc_seq)) as truncate_bound,
+            max(case when _cdc_op = 'T' then {{ cdc_commit_point_text('_cdc_ts', '_cdc_seq') }} end) as newest_truncate,
+            max({{ cdc_commit_point_text('_cdc_truncate_bound._cdc_ts', '_cdc_truncate_bound._cdc_seq') }}) as truncate_bound,
             array_join(slice(array_sort(collect_set(case when {{ cdc_unknown_op() }}
                 then coalesce(concat("'", _cdc_op, "'"), 'null') end)), 1, 5), ', ') as unknown_ops,
             count_if(_cdc_batch_outcome = 'truncate') as truncates,
@@ -98,7 +125,7 @@
             count_if(_cdc_batch_outcome is null and _cdc_op = 'D') as last_deletes,
             {%- if deletes %}
             to_json(collect_list(case when _cdc_batch_outcome is null and _cdc_op = 'D' then array(_cdc_key_json,
-                date_format(_cdc_ts, 'yyyy-MM-dd HH:mm:ss.SSSSSS'), _cdc_seq) end)) as deletes_json,
+                {{ cdc_commit_time_text('_cdc_ts') }}, _cdc_seq) end)) as deletes_json,
             {%- endif %}
             {%- if current_rows is not none %}
             {%- for name in cdc_outcomes() %}
