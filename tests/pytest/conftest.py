@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import parse_template
 from helpers.adapter_suite import SUITE_TARGET
 from helpers.cluster import Cluster, free_ports
 from helpers.dbt_runner import Dbt
@@ -73,6 +74,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             needs = [m for m in NEEDS if item.get_closest_marker(m)]
             if needs:  # make test-fast runs tests/pytest/unit without a JVM or a server
                 raise pytest.UsageError(f"{item.nodeid}: a unit test needs {', '.join(needs)}; move it out of unit/")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def parse_template_of_the_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The run's one dbt parse (helpers/parse_template.py), made when a test first needs a dbt target folder."""
+    parse_template.TEMPLATE = parse_template.ParseTemplate(
+        tmp_path_factory.mktemp("parse-template"), parse_template.parse
+    )
+    yield
+    parse_template.TEMPLATE = None
 
 
 @pytest.fixture(scope="session")

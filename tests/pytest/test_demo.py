@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import parse_template
 from python_hooks.project import embedded_lock
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -66,6 +67,8 @@ def demo(tmp_path_factory, spark) -> dict:
             command, cwd=PROJECT, env=environ, capture_output=True, text=True, timeout=1200, check=False
         )
 
+    # the pytest run's one parse, for the demo's default schema (the profile's, CDC_SCHEMA unset here)
+    parse_template.seed(work / "target", "lakehouse", work / "landing", target_arg=None)
     result = {"demo": run("make", "--no-print-directory", "demo")}
     if result["demo"].returncode == 0:
         result["docs"] = run("make", "--no-print-directory", "docs")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import parse_template
 from helpers.paths import PROJECT, import_path
 from helpers.tables import assert_same_table, normalise
 from oracles.replay_debezium import replay_topic
@@ -56,6 +57,7 @@ def test_dms_and_debezium_on_s3_equal_the_replay(tmp_path: Path, s3_server) -> N
     command = [sys.executable, "-m", "helpers.fault_run", "--landing", str(landing), "--land-to", f"{remote}/landing"]
     command += ["--schema", SCHEMA, "--target-path", str(tmp_path / "target"), "--dump", str(dumped)]
     command += ["--producer", "dms", "--producer", "debezium", "--stage", "1", "--stage", "2+3+4", "--", *SELECT]
+    parse_template.seed(tmp_path / "target", SCHEMA, f"{remote}/landing", target_arg=None)  # the run's one parse
     done = subprocess.run(command, env=environ, cwd=PROJECT, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-4000:]}"
     assert "run 2 of 2 succeeded" in done.stdout

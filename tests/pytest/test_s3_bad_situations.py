@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from helpers import parse_template
 from helpers.paths import PROJECT, import_path
 from helpers.s3 import Server, free_port_block
 from helpers.tables import assert_same_table, normalise
@@ -60,6 +61,8 @@ def _environ(tmp_path: Path, remote: str, schema: str, **changed: str) -> dict[s
 
 
 def _run(environ: dict[str, str], target: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    # the pytest run's one parse (helpers/parse_template.py)
+    parse_template.seed(target, environ["CDC_SCHEMA"], environ["CDC_LANDING_ROOT"], target_arg=None)
     command = [sys.executable, "-m", "python_hooks", "run", *SELECT, "--target-path", str(target)]
     return subprocess.run(command, env=environ, cwd=PROJECT, capture_output=True, text=True, timeout=timeout)
 
@@ -194,6 +197,8 @@ def test_empty_object_upload_in_progress_and_object_deleted_meanwhile(s3_server:
     storage.upload(staging / "dms/crm/customer_master" / GONE, landing.join(f"dms/crm/customer_master/{GONE}"))
     before = _metadata_files(remote, schema, "crm__customer_master")
     paused = {**environ, "CDC_PAUSE_AT": "before_batch:crm__customer_master", "CDC_PAUSE_SECONDS": "10"}
+    # the pytest run's one parse (helpers/parse_template.py)
+    parse_template.seed(target, environ["CDC_SCHEMA"], environ["CDC_LANDING_ROOT"], target_arg=None)
     command = [sys.executable, "-m", "python_hooks", "run", *SELECT, "--target-path", str(target)]
     process = subprocess.Popen(
         command, env=paused, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True

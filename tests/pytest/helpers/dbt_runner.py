@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from helpers.parse_template import ParseTemplate
+from helpers import parse_template
 from helpers.paths import PROJECT
 
 
@@ -17,18 +17,12 @@ class Dbt:
 
         self._runner = dbtRunner()
         self._work = work
-        self._template = ParseTemplate(work / "parse-template", self._parse_template)
-
-    def _parse_template(self, schema: str, landing: Path, target: Path) -> bool:
-        common = ["--project-dir", str(PROJECT), "--target-path", str(target), "--log-path", str(target / "logs")]
-        os.environ["CDC_LANDING_ROOT"], os.environ["CDC_SCHEMA"] = str(landing), schema
-        return self._runner.invoke(["parse", "--quiet", *common, "--target", "local"]).success
 
     def _common(self, landing: Path, schema: str, project: Path | None = None, target: str = "local") -> list[str]:
         """`project`: another project folder than this one (e.g. a copy a test changed)."""
         path = self.target_path(schema)
         if project is None and target == "local":
-            self._template.seed(path, schema, landing)  # helpers/parse_template.py
+            parse_template.seed(path, schema, landing)  # the run's one parse
         os.environ["CDC_LANDING_ROOT"] = str(landing)
         os.environ["CDC_SCHEMA"] = schema
         project_dir = str(project or PROJECT)

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
+from helpers import parse_template
 from helpers.paths import PROJECT, import_path
 from helpers.tables import assert_same_table
 from oracles.replay_counts import COUNTS, dms_counts
@@ -110,7 +111,10 @@ def fault_process(
     environ = {**environ, "PYTHONPATH": import_path(dict(environ)), "CDC_KILL_DELAY": "1"}
     environ.pop("CDC_KILL_AT", None)
     command = [sys.executable, *HELPER, "--landing", str(tmp_path / "landing"), "--schema", schema]
-    command += ["--target-path", str(tmp_path / f"target-{time.monotonic_ns()}")]
+    target = tmp_path / f"target-{time.monotonic_ns()}"
+    if environ.get("CDC_TARGET", "local") == "local" and "--land-to" not in args:
+        parse_template.seed(target, schema, tmp_path / "landing", target_arg=None)  # the pytest run's one parse
+    command += ["--target-path", str(target)]
     if kill_at:
         command += ["--kill-at", kill_at]
     started = time.monotonic()

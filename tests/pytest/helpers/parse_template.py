@@ -10,15 +10,20 @@ two swapped and the profile's hash computed for the new schema. dbt's own partia
 else as it always does (every file's checksum, the variables, dbt_project.yml, the environment variables each file
 read) and re-parses what differs. tests/pytest/unit/test_parse_template.py proves the manifest equals a full parse.
 
-Only for the default project on the local target; anything else gets dbt's full parse as before."""
+Only for the default project on the local target; anything else gets dbt's full parse as before. The run's
+template is `TEMPLATE` (set by conftest.py's session fixture `parse_template`): the `dbt` fixture seeds each
+schema's folder, and a test that runs the project's commands as processes seeds their target folder with `seed`."""
 
 from __future__ import annotations
 
+import os
 import pprint
 from collections.abc import Callable
 from pathlib import Path
 
 import msgpack
+
+from helpers.paths import PROJECT
 
 SAVED = "partial_parse.msgpack"
 SCHEMA = "t_parse_template"  # never one of the tests' schemas (t_ + 10 hex digits, or a module's own name)
@@ -32,6 +37,15 @@ def profile_hash(schema: str) -> str:
 
     credentials = SparkCredentials.from_dict({"method": "session", "host": "localhost", "schema": schema})
     return FileHash.from_contents(pprint.pformat(sorted(credentials.connection_info()))).checksum
+
+
+def vars_hash(target_arg: str | None) -> str:
+    """dbt's `state_check.vars_hash` of a command with no --vars and no --profile, and `--target target_arg`
+    (or none): the target named on the command line, not the one the profile chose, is in it."""
+    from dbt.artifacts.resources.base import FileHash
+    from dbt.version import __version__
+
+    return FileHash.from_contents("\x00".join([pprint.pformat({}), "", target_arg or "", __version__])).checksum
 
 
 def _swap(value, pairs: list[tuple[str, str]]):
@@ -67,14 +81,20 @@ class ParseTemplate:
             parsed = self._parse(SCHEMA, self.landing, target)
             saved = msgpack.unpackb((target / SAVED).read_bytes(), raw=False, strict_map_key=False) if parsed else None
             # A profile this module does not know how to hash: every schema gets dbt's own full parse.
-            if saved is None or saved["state_check"]["profile_hash"]["checksum"] != profile_hash(SCHEMA):
+            state = saved["state_check"] if saved else None
+            if state is None or (state["profile_hash"]["checksum"], state["vars_hash"]["checksum"]) != (
+                profile_hash(SCHEMA),
+                vars_hash("local"),
+            ):
                 self._failed = True
             else:
                 self._saved = saved
         return self._saved
 
-    def seed(self, target_path: Path, schema: str, landing: Path) -> None:
-        """Give `target_path` the run's parse for `schema` and `landing`, unless dbt already saved one there."""
+    def seed(self, target_path: Path, schema: str, landing: Path | str, target_arg: str | None = "local") -> None:
+        """Give `target_path` the run's parse for `schema` and `landing` (CDC_LANDING_ROOT), for dbt commands
+        given `--target target_arg` (None: a command that names no target, as the project's own commands
+        run them), unless dbt already saved one there."""
         if (target_path / SAVED).exists() or schema == SCHEMA:
             return
         saved = self._load()
@@ -82,5 +102,34 @@ class ParseTemplate:
             return
         swapped = _swap(saved, [(SCHEMA, schema), (str(self.landing), str(landing))])
         swapped["state_check"]["profile_hash"]["checksum"] = profile_hash(schema)
+        swapped["state_check"]["vars_hash"]["checksum"] = vars_hash(target_arg)
         target_path.mkdir(parents=True, exist_ok=True)
         (target_path / SAVED).write_bytes(msgpack.packb(swapped, use_bin_type=True))
+
+
+TEMPLATE: ParseTemplate | None = None
+
+
+def seed(target_path: Path, schema: str, landing: Path | str, target_arg: str | None = "local") -> None:
+    """ParseTemplate.seed with the run's template, when the run has one (tests/pytest/conftest.py)."""
+    if TEMPLATE is not None:
+        TEMPLATE.seed(target_path, schema, landing, target_arg)
+
+
+def parse(schema: str, landing: Path, target: Path, target_arg: str | None = "local") -> bool:
+    """`dbt parse` of the project in this process (no Spark) for `schema` and `landing`, into `target`, with
+    `--target target_arg` (None: none); os.environ's CDC_SCHEMA and CDC_LANDING_ROOT as they were afterwards."""
+    from dbt.cli.main import dbtRunner
+
+    before = {name: os.environ.get(name) for name in ("CDC_SCHEMA", "CDC_LANDING_ROOT")}
+    os.environ["CDC_SCHEMA"], os.environ["CDC_LANDING_ROOT"] = schema, str(landing)
+    try:
+        paths = ["--project-dir", str(PROJECT), "--target-path", str(target), "--log-path", str(target / "logs")]
+        named = ["--target", target_arg] if target_arg else []
+        return dbtRunner().invoke(["parse", "--quiet", *paths, *named]).success
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

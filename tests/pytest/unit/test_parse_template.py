@@ -4,22 +4,12 @@ the manifest a full parse of that schema gives, and dbt re-parses no file for it
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-from dbt.cli.main import dbtRunner
-
-from helpers.parse_template import ParseTemplate
-from helpers.paths import PROJECT
+from helpers.parse_template import ParseTemplate, parse
 
 # What differs between two parses of the same project whatever they are given: when and by which invocation.
 PER_INVOCATION = {"created_at", "generated_at", "invocation_id", "invocation_started_at", "run_started_at"}
-
-
-def _parse(runner: dbtRunner, schema: str, landing: Path, target: Path) -> bool:
-    os.environ["CDC_SCHEMA"], os.environ["CDC_LANDING_ROOT"] = schema, str(landing)
-    paths = ["--project-dir", str(PROJECT), "--target-path", str(target), "--log-path", str(target / "logs")]
-    return runner.invoke(["parse", "--quiet", *paths, "--target", "local"]).success
 
 
 def _manifest(target: Path):
@@ -33,24 +23,28 @@ def _manifest(target: Path):
     return without_clock(json.loads((target / "manifest.json").read_text(encoding="utf-8")))
 
 
-def test_a_seeded_schema_parses_nothing_and_gets_a_full_parse_s_manifest(tmp_path, monkeypatch) -> None:
-    for name in ("CDC_SCHEMA", "CDC_LANDING_ROOT"):
-        monkeypatch.setenv(name, os.environ.get(name, ""))  # restored after the test
-    runner = dbtRunner()
-    template = ParseTemplate(tmp_path / "template", lambda *args: _parse(runner, *args))
+def test_a_seeded_schema_parses_nothing_and_gets_a_full_parse_s_manifest(tmp_path) -> None:
+    template = ParseTemplate(tmp_path / "template", parse)
     schema, landing = "t_0123456789", tmp_path / "landing"
     seeded, full = tmp_path / "seeded", tmp_path / "full"
 
     template.seed(seeded, schema, landing)
-    assert _parse(runner, schema, landing, seeded)
+    assert parse(schema, landing, seeded)
     perf = json.loads((seeded / "perf_info.json").read_text(encoding="utf-8"))
     assert perf["path_count"] > 100 and perf["parsed_path_count"] == 0, perf  # dbt kept the seeded parse whole
 
-    assert _parse(runner, schema, landing, full)  # no partial_parse.msgpack there: dbt's full parse
+    assert parse(schema, landing, full)  # no partial_parse.msgpack there: dbt's full parse
     assert json.loads((full / "perf_info.json").read_text(encoding="utf-8"))["parsed_path_count"] > 100
     seeded_manifest, full_manifest = _manifest(seeded), _manifest(full)
     assert schema in json.dumps(full_manifest["sources"]) and str(landing) in json.dumps(full_manifest["sources"])
     assert seeded_manifest == full_manifest
+
+    # a command that names no target (the project's own commands as processes) gets the same parse
+    unnamed = tmp_path / "unnamed"
+    template.seed(unnamed, schema, landing, target_arg=None)
+    assert parse(schema, landing, unnamed, target_arg=None)
+    assert json.loads((unnamed / "perf_info.json").read_text(encoding="utf-8"))["parsed_path_count"] == 0
+    assert _manifest(unnamed) == full_manifest
 
 
 def test_a_folder_dbt_already_parsed_is_left_as_it_is(tmp_path) -> None:
