@@ -16,13 +16,13 @@ schema's folder, and a test that runs the project's commands as processes seeds 
 
 from __future__ import annotations
 
-import os
 import pprint
 from collections.abc import Callable
 from pathlib import Path
 
 import msgpack
 
+from bench.harness import environment
 from helpers.paths import PROJECT
 
 SAVED = "partial_parse.msgpack"
@@ -121,15 +121,7 @@ def parse(schema: str, landing: Path, target: Path, target_arg: str | None = "lo
     `--target target_arg` (None: none); os.environ's CDC_SCHEMA and CDC_LANDING_ROOT as they were afterwards."""
     from dbt.cli.main import dbtRunner
 
-    before = {name: os.environ.get(name) for name in ("CDC_SCHEMA", "CDC_LANDING_ROOT")}
-    os.environ["CDC_SCHEMA"], os.environ["CDC_LANDING_ROOT"] = schema, str(landing)
-    try:
-        paths = ["--project-dir", str(PROJECT), "--target-path", str(target), "--log-path", str(target / "logs")]
-        named = ["--target", target_arg] if target_arg else []
+    paths = ["--project-dir", str(PROJECT), "--target-path", str(target), "--log-path", str(target / "logs")]
+    named = ["--target", target_arg] if target_arg else []
+    with environment(CDC_SCHEMA=schema, CDC_LANDING_ROOT=str(landing)):
         return dbtRunner().invoke(["parse", "--quiet", *paths, *named]).success
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
