@@ -60,10 +60,15 @@ def _environ(tmp_path: Path, remote: str, schema: str, **changed: str) -> dict[s
     }
 
 
-def _run(environ: dict[str, str], target: Path, timeout: int = 600) -> subprocess.CompletedProcess:
-    # the pytest run's one parse (helpers/parse_template.py)
+def _run_command(environ: dict[str, str], target: Path) -> list[str]:
+    """`python -m python_hooks run` of the module's tables into `target`, which starts from the pytest run's one
+    parse (helpers/parse_template.py)."""
     parse_template.seed(target, environ["CDC_SCHEMA"], environ["CDC_LANDING_ROOT"], target_arg=None)
-    command = [sys.executable, "-m", "python_hooks", "run", *SELECT, "--target-path", str(target)]
+    return [sys.executable, "-m", "python_hooks", "run", *SELECT, "--target-path", str(target)]
+
+
+def _run(environ: dict[str, str], target: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    command = _run_command(environ, target)
     return subprocess.run(command, env=environ, cwd=PROJECT, capture_output=True, text=True, timeout=timeout)
 
 
@@ -197,9 +202,7 @@ def test_empty_object_upload_in_progress_and_object_deleted_meanwhile(s3_server:
     storage.upload(staging / "dms/crm/customer_master" / GONE, landing.join(f"dms/crm/customer_master/{GONE}"))
     before = _metadata_files(remote, schema, "crm__customer_master")
     paused = {**environ, "CDC_PAUSE_AT": "before_batch:crm__customer_master", "CDC_PAUSE_SECONDS": "10"}
-    # the pytest run's one parse (helpers/parse_template.py)
-    parse_template.seed(target, environ["CDC_SCHEMA"], environ["CDC_LANDING_ROOT"], target_arg=None)
-    command = [sys.executable, "-m", "python_hooks", "run", *SELECT, "--target-path", str(target)]
+    command = _run_command(environ, target)
     process = subprocess.Popen(
         command, env=paused, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )

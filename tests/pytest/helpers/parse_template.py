@@ -1,17 +1,17 @@
-"""One full dbt parse per pytest run instead of one per schema (docs/tests.md, "Shared fixtures").
+"""One full dbt parse per pytest run instead of one per schema (docs/tests.md, "Paying once for what is expensive").
 
-Every test works in a schema of its own (CDC_SCHEMA) with a landing folder of its own (CDC_LANDING_ROOT), each
-with its own dbt target folder. dbt cannot partially parse across them: the schema is in the profile's hash, so a
-new schema costs a full parse (about 5 s of one core, ~150 times in `make test`). The project's parse depends on
-the two only as text: the schema in the nodes' names and relations, the landing folder in the sources'
-identifiers and in dbt's record of the environment variables it read. So the run parses the project once for a
-made-up schema and landing folder, and gives each new target folder that parse's `partial_parse.msgpack` with the
-two swapped and the profile's hash computed for the new schema. dbt's own partial parsing then checks everything
+Every test works in a schema of its own (CDC_SCHEMA) with a landing folder of its own (CDC_LANDING_ROOT), each with
+its own dbt target folder. dbt cannot partially parse across them: the schema is in the profile's hash, so a new
+schema, and each target folder a test's process makes, costs a full parse (about 5 s of one core). The project's
+parse depends on the two only as text: the schema in the nodes' names and relations, the landing folder in the
+sources' identifiers and in dbt's record of the environment variables it read. So the run parses the project once
+for a made-up schema and landing folder, and gives each new target folder that parse's `partial_parse.msgpack` with
+the two swapped and the profile's hash computed for the new schema. dbt's own partial parsing then checks everything
 else as it always does (every file's checksum, the variables, dbt_project.yml, the environment variables each file
 read) and re-parses what differs. tests/pytest/unit/test_parse_template.py proves the manifest equals a full parse.
 
 Only for the default project on the local target; anything else gets dbt's full parse as before. The run's
-template is `TEMPLATE` (set by conftest.py's session fixture `parse_template`): the `dbt` fixture seeds each
+template is `TEMPLATE` (set by conftest.py's session fixture `parse_template_of_the_run`): the `dbt` fixture seeds each
 schema's folder, and a test that runs the project's commands as processes seeds their target folder with `seed`."""
 
 from __future__ import annotations
