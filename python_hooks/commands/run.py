@@ -67,7 +67,7 @@ from python_hooks.project.session import Session, SessionError, dbt_runner
 from python_hooks.project.sql import quoted_relation, sql_string
 from python_hooks.project.storage import StorageError, location
 from python_hooks.project.tables import CdcTable, cdc_tables
-from python_hooks.project.warehouse import SINGLE_WRITER_VARIABLE, Warehouse, state_dir
+from python_hooks.project.warehouse import SCHEMAS_VARIABLE, SINGLE_WRITER_VARIABLE, Warehouse, state_dir
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +95,7 @@ class Hooks:
     registers_empty: bool = False  # no erasure or rectification was ever recorded
     # the models, snapshots and seeds the caller's selection chooses (commands/selection.py); None: every one
     selected: set[str] | None = None
+    schemas: set[str] = field(default_factory=set)  # the schemas the hooks found (Warehouse.existing_schemas)
 
 
 def run_hooks(
@@ -169,9 +170,7 @@ def run_hooks(
         # On a shared target another run (or an erasure) may change a view or a register meanwhile: there both
         # are read by each batch.
         if single_writer and any(t.model not in idle for t in tables):
-            registers = staging_views.registers_state(
-                warehouse, warehouse.meta_schema, (ERASURE_REGISTER, RECTIFICATION_REGISTER)
-            )
+            registers = staging_views.registers_state(warehouse, (ERASURE_REGISTER, RECTIFICATION_REGISTER))
             # never written: no batch need ask them (macros/cdc/erasure.sql: CDC_REGISTERS_EMPTY)
             registers_empty = all(value == "None" for value in json.loads(registers or "[]"))
             views, unchanged = _staging_views(
@@ -214,6 +213,7 @@ def run_hooks(
         single_writer,
         registers_empty,
         selected,
+        set(warehouse.existing_schemas),
     )
 
 
@@ -454,6 +454,8 @@ def run_pipeline(
         handed[SINGLE_WRITER_VARIABLE] = "1" if found.single_writer else "0"
         if found.registers_empty:
             handed[REGISTERS_EMPTY_VARIABLE] = "1"
+        if found.schemas:  # dbt lists no schema (macros/spark/list_schemas.sql)
+            handed[SCHEMAS_VARIABLE] = json.dumps(sorted(found.schemas))
     try:
         if nothing_new:
             from dbt.cli.main import dbtRunnerResult
@@ -553,6 +555,7 @@ HANDED_VARIABLES = (
     META_READY_VARIABLE,
     SINGLE_WRITER_VARIABLE,
     REGISTERS_EMPTY_VARIABLE,
+    SCHEMAS_VARIABLE,
     accounting.ACCOUNTING_VARIABLE,
     accounting.TOMBSTONE_SPOOL_VARIABLE,
 )

@@ -58,7 +58,7 @@ from python_hooks.project.sql import quoted_relation
 from python_hooks.project.sql import sql_string_or_null as _text
 from python_hooks.project.storage import Location, StorageError, location
 from python_hooks.project.tables import CdcTable, cdc_tables
-from python_hooks.project.warehouse import Warehouse
+from python_hooks.project.warehouse import Warehouse, write_state
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ def evolve(
             result.problems.append(f"{table.model} (source {table.source}): {error}. The table was not changed.")
             result.blocked_models.update({table.staging_model, table.model})
     cache.save()
-    _write_groups(warehouse, group_rows)
+    _write_groups(warehouse, group_rows, Path(state_dir))
     return result
 
 
@@ -341,17 +341,43 @@ def _write_log(warehouse: Warehouse, run_id: str, changes) -> None:
     )
 
 
-def _write_groups(warehouse: Warehouse, group_rows: dict[str, list[tuple[int, list[str], str | None]]]) -> None:
+# The file groups' rows as of one snapshot of cdc_raw_file_groups, kept in the hooks' state folder: a run reads the
+# table only after a commit to it (an Iceberg snapshot never changes), like the ledger (landing/pending.py).
+GROUPS_CACHE = "raw_file_groups_cache.json"
+
+
+def _existing_groups(warehouse: Warehouse, relation: str, cache: Path) -> dict[str, list[tuple]]:
+    """Per staging model, its rows of cdc_raw_file_groups: none before the table's first commit, the cached ones
+    while its newest snapshot is the one they were read at, else read (and cached)."""
+    snapshots = warehouse.meta_snapshots()
+    if RAW_FILE_GROUPS in snapshots and snapshots[RAW_FILE_GROUPS] is None:
+        return {}  # never written
+    snapshot = snapshots.get(RAW_FILE_GROUPS)
+    try:
+        data = json.loads(cache.read_text(encoding="utf-8"))
+        if snapshot is not None and data["relation"] == relation and data["snapshot"] == snapshot:
+            return {m: [(int(g), list(f), t) for g, f, t in rows] for m, rows in data["groups"].items()}
+    except (OSError, ValueError, KeyError, TypeError):  # missing or damaged: read the table
+        pass
+    existing: dict[str, list[tuple]] = {}
+    for staging_model, group_id, files, types in warehouse.query(
+        f"select staging_model, group_id, to_json(file_names), column_types from {relation} order by group_id"
+    ):
+        existing.setdefault(staging_model, []).append((int(group_id), json.loads(files), types))
+    if snapshot is not None:
+        write_state(cache, json.dumps({"relation": relation, "snapshot": snapshot, "groups": existing}))
+    return existing
+
+
+def _write_groups(
+    warehouse: Warehouse, group_rows: dict[str, list[tuple[int, list[str], str | None]]], state_dir: Path
+) -> None:
     """Replace, per staging model, the file groups staging must read separately (only what changed:
     a run with no new file writes nothing)."""
     if not group_rows:  # no table was looked at (nothing new anywhere): nothing to compare
         return
     relation = quoted_relation(warehouse.meta_schema, RAW_FILE_GROUPS)
-    existing: dict[str, list[tuple[int, list[str], str | None]]] = {}
-    for staging_model, group_id, files, types in warehouse.query(
-        f"select staging_model, group_id, to_json(file_names), column_types from {relation} order by group_id"
-    ):
-        existing.setdefault(staging_model, []).append((int(group_id), json.loads(files), types))
+    existing = _existing_groups(warehouse, relation, state_dir / GROUPS_CACHE)
     for staging_model, rows in group_rows.items():
         if existing.get(staging_model, []) == rows:
             continue

@@ -24,7 +24,6 @@ import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from python_hooks.project.sql import quoted_relation
 from python_hooks.project.warehouse import write_state
 
 log = logging.getLogger(__name__)
@@ -117,17 +116,12 @@ class StagingViews:
         write_state(self.path, json.dumps(self.views, indent=1, sort_keys=True))
 
 
-def registers_state(warehouse, meta_schema: str, registers: Iterable[str]) -> str:
+def registers_state(warehouse, registers: Iterable[str]) -> str:
     """The current snapshot of each personal-data register: an erasure or a rectification may
     change the SQL of the views of the sources that declare subjects (macros/cdc/erasure.sql)."""
-    parts = [
-        f"(select max(snapshot_id) from {quoted_relation(meta_schema, name)}.refs where name = 'main')"
-        for name in registers
-        if warehouse.table_exists(meta_schema, name)
-    ]
-    if not parts:
-        return ""
-    return json.dumps([str(v) for v in warehouse.query("select " + ", ".join(parts))[0]])
+    snapshots = warehouse.meta_snapshots()
+    states = [str(snapshots[name]) for name in registers if name in snapshots]
+    return json.dumps(states) if states else ""
 
 
 def fingerprints(manifest, staging_models: Iterable[str], inputs: Mapping[str, str], registers: str) -> dict:

@@ -41,8 +41,7 @@ def applied_files(
     ledger = ledger_relation(warehouse)
     snapshot = None
     if cache_dir is not None:
-        rows = warehouse.query(f"select snapshot_id from {ledger}.refs where name = 'main'")
-        snapshot = str(rows[0][0]) if rows and rows[0][0] is not None else None
+        snapshot = warehouse.meta_snapshots().get(FILE_LEDGER)
         cached = _cached_ledger(Path(cache_dir), ledger, snapshot)
         if cached is not None and all(t.identifier in cached for t in tables):
             return {t.identifier: cached[t.identifier] for t in tables}

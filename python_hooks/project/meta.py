@@ -25,6 +25,9 @@ META_TABLES = (
     RECTIFICATION_REGISTER,
     ERASURE_LOG,
 )
+# The meta tables whose newest snapshot the hooks ask, all in one query (Warehouse.meta_snapshots): the ledger's
+# and the file groups' rows are kept on this machine per snapshot, the registers' snapshots fingerprint the views.
+SNAPSHOT_TABLES = (FILE_LEDGER, RAW_FILE_GROUPS, ERASURE_REGISTER, RECTIFICATION_REGISTER)
 # Set by `make run` for its dbt build once every meta table exists: on-run-start creates nothing then.
 META_READY_VARIABLE = "CDC_META_READY"
 # Set by `make run` (embedded target) when neither personal-data register was ever written: no batch asks them.

@@ -23,11 +23,14 @@ from types import TracebackType
 
 from python_hooks.project import env
 from python_hooks.project.dbt_args import dbt_option, project_dir_of, target_of
-from python_hooks.project.meta import meta_schema
+from python_hooks.project.meta import SNAPSHOT_TABLES, meta_schema
 from python_hooks.project.sql import quote_ident, quoted_relation
 
 # How `make run` tells its dbt build whether the warehouse has one writer (macros/cdc/publish.sql: cdc_single_writer).
 SINGLE_WRITER_VARIABLE = "CDC_SINGLE_WRITER"
+# The schemas the hooks found (a `show tables` in them answered), handed to the build so that dbt need not
+# list every schema once per schema it builds in (macros/spark/list_schemas.sql).
+SCHEMAS_VARIABLE = "CDC_EXISTING_SCHEMAS"
 
 
 @dataclass
@@ -36,6 +39,9 @@ class Warehouse:
     target: str
     schema: str
     _tables: dict[str, set[str]] = field(default_factory=dict, repr=False)
+    # the schemas a listing found, lower case (kept across `execute`: the hooks drop no schema)
+    existing_schemas: set[str] = field(default_factory=set, repr=False)
+    _snapshots: dict[str, str | None] | None = field(default=None, repr=False)
 
     @classmethod
     def open(cls, dbt_args: Sequence[str] = ()) -> Warehouse:
@@ -94,6 +100,7 @@ class Warehouse:
         asked again); an INSERT or a procedure call keeps them."""
         if tables_changed:
             self._tables.clear()
+        self._snapshots = None
         with self.adapter.connection_named("python_hooks"):
             self.adapter.execute(sql, fetch=False)
 
@@ -108,11 +115,26 @@ class Warehouse:
                 if not _schema_missing(error):
                     raise
                 rows = []
+            else:
+                self.existing_schemas.add(key)
             self._tables[key] = {row[1].lower() for row in rows if not row[2]}
         return self._tables[key]
 
     def table_exists(self, schema: str, identifier: str) -> bool:
         return identifier.lower() in self.tables(schema)
+
+    def meta_snapshots(self) -> dict[str, str | None]:
+        """The newest snapshot id (text; None before the first commit) of each meta table of SNAPSHOT_TABLES that
+        exists, all in one query, kept until the next `execute` (which may commit to one of them)."""
+        if self._snapshots is None:
+            names = [name for name in SNAPSHOT_TABLES if self.table_exists(self.meta_schema, name)]
+            parts = [
+                f"(select max(snapshot_id) from {quoted_relation(self.meta_schema, name)}.refs where name = 'main')"
+                for name in names
+            ]
+            row = self.query("select " + ", ".join(parts))[0] if parts else ()
+            self._snapshots = {name: None if v is None else str(v) for name, v in zip(names, row, strict=True)}
+        return self._snapshots
 
     def columns(self, schema: str, identifier: str) -> list[tuple[str, str]] | None:
         """(name, Spark type) of a table's columns; None when it does not exist."""

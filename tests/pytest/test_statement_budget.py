@@ -36,7 +36,7 @@ BUDGET = {
     "accounting commits": 1,  # the ledger's and the batch log's, once per run (commands/accounting.py); goal 1
     "tombstone commits": 1,  # once per run (the batches hand them over as literals, or spool them); goal 1
     "test statements": 1,  # per applied table, its data tests (the batch checks what it guarantees); goal 1
-    "run statements": 19,  # hooks, plan and the tables' states, relation cache, accounting; goal 8
+    "run statements": 14,  # hooks, plan and the tables' states, relation cache, accounting; goal 8
     "idle statements": 3,  # a run with nothing new (the ledger cache follows the run before: note_recorded); goal 3
 }
 
@@ -81,7 +81,9 @@ def test_statements_and_commits_of_a_small_run(dbt, spark, tmp_path: Path, schem
     landing = tmp_path / "landing"
     _land(landing, 1)
     assert dbt.pipeline(*SELECT, landing=landing, schema=schema)
-    _land(landing, 2)
+    _land(landing, 2)  # the first run after the tables were made: the ledger is read (then the hooks cache it)
+    assert dbt.pipeline(*SELECT, landing=landing, schema=schema)
+    _land(landing, 3)  # counted: a run as every later one
     statements, commits = _counted_run(dbt, spark, landing, schema)
     for table in dms.TABLES:  # the run is right, not only cheap
         expected = replay(landing / "dms" / "crm" / table, ["customer_id"])

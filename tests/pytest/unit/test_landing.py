@@ -155,11 +155,9 @@ class _LedgerWithSnapshot(_Warehouse):
 
     snapshot = 7
 
-    def query(self, sql: str) -> list[tuple]:
-        if ".refs " in sql:
-            self.queries.append(sql)
-            return [(self.snapshot,)]
-        return super().query(sql)
+    def meta_snapshots(self) -> dict[str, str | None]:  # Warehouse.meta_snapshots: one query of the meta tables' refs
+        self.queries.append("select (select max(snapshot_id) from `lake_cdc_meta`.`cdc_file_ledger`.refs ...)")
+        return {"cdc_file_ledger": str(self.snapshot)}
 
 
 def test_the_ledger_is_read_again_only_when_its_snapshot_changed(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 
 from fuzz.python_side import assert_worded
 from python_hooks.commands.run import empty_file_refusals
-from python_hooks.evolution.apply import inspect_table
+from python_hooks.evolution.apply import _existing_groups, inspect_table
 from python_hooks.evolution.footers import FooterCache
 from python_hooks.evolution.plan import (
     ColumnChange,
@@ -708,3 +708,44 @@ def test_an_applied_file_emptied_in_place_refuses_nothing_and_is_ignored_in_word
     assert len(refusals) == 1 and str(uploading) in refusals[0] and "is empty (0 bytes)" in refusals[0], refusals
     rebuilt = empty_file_refusals(table)
     assert [str(emptied) in r for r in rebuilt] == [True, False] and str(uploading) in rebuilt[1], rebuilt
+
+
+class _FileGroupsTable:
+    """cdc_raw_file_groups as the hooks see it: its newest snapshot (Warehouse.meta_snapshots) and its rows."""
+
+    meta_schema = "lake_cdc_meta"
+
+    def __init__(self) -> None:
+        self.snapshot, self.rows, self.reads = None, [], 0
+
+    def meta_snapshots(self) -> dict[str, str | None]:
+        return {"cdc_raw_file_groups": self.snapshot}
+
+    def query(self, sql: str) -> list[tuple]:
+        assert "`.`cdc_raw_file_groups` order by group_id" in sql
+        self.reads += 1
+        return list(self.rows)
+
+
+def test_the_file_groups_are_read_again_only_after_a_commit_to_them(tmp_path) -> None:
+    table, cache = _FileGroupsTable(), tmp_path / "state" / "groups.json"
+    relation = "`lake_cdc_meta`.`cdc_raw_file_groups`"
+    assert _existing_groups(table, relation, cache) == {} and table.reads == 0  # never written: nothing to read
+
+    table.snapshot, table.rows = (
+        "5",
+        [("stg_a", 0, '["x.parquet"]', '{"c": "int"}'), ("stg_a", 1, '["y.parquet"]', None)],
+    )
+    first = {"stg_a": [(0, ["x.parquet"], '{"c": "int"}'), (1, ["y.parquet"], None)]}
+    assert _existing_groups(table, relation, cache) == first and table.reads == 1
+    assert _existing_groups(table, relation, cache) == first and table.reads == 1  # same snapshot: kept here
+
+    table.snapshot, table.rows = "6", [("stg_b", 0, '["z.parquet"]', None)]  # another run wrote the table
+    assert _existing_groups(table, relation, cache) == {"stg_b": [(0, ["z.parquet"], None)]} and table.reads == 2
+    assert _existing_groups(table, "`other_cdc_meta`.`cdc_raw_file_groups`", cache) == {
+        "stg_b": [(0, ["z.parquet"], None)]
+    }
+    assert table.reads == 3  # another warehouse's table: read, not taken from this one's cache
+
+    cache.write_text("[damaged", encoding="utf-8")
+    assert _existing_groups(table, relation, cache) == {"stg_b": [(0, ["z.parquet"], None)]} and table.reads == 4
