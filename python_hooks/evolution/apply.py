@@ -58,7 +58,7 @@ from python_hooks.project.sql import quoted_relation
 from python_hooks.project.sql import sql_string_or_null as _text
 from python_hooks.project.storage import Location, StorageError, location
 from python_hooks.project.tables import CdcTable, cdc_tables
-from python_hooks.project.warehouse import Warehouse, write_state
+from python_hooks.project.warehouse import Warehouse, keep, read_kept
 
 log = logging.getLogger(__name__)
 
@@ -342,7 +342,7 @@ def _write_log(warehouse: Warehouse, run_id: str, changes) -> None:
 
 
 # The file groups' rows as of one snapshot of cdc_raw_file_groups, kept in the hooks' state folder: a run reads the
-# table only after a commit to it (an Iceberg snapshot never changes), like the ledger (landing/pending.py).
+# table only after a commit to it (project/warehouse.py: keep), like the ledger (landing/pending.py).
 GROUPS_CACHE = "raw_file_groups_cache.json"
 
 
@@ -353,11 +353,11 @@ def _existing_groups(warehouse: Warehouse, relation: str, cache: Path) -> dict[s
     if RAW_FILE_GROUPS in snapshots and snapshots[RAW_FILE_GROUPS] is None:
         return {}  # never written
     snapshot = snapshots.get(RAW_FILE_GROUPS)
+    kept = read_kept(cache, relation, snapshot)
     try:
-        data = json.loads(cache.read_text(encoding="utf-8"))
-        if snapshot is not None and data["relation"] == relation and data["snapshot"] == snapshot:
-            return {m: [(int(g), list(f), t) for g, f, t in rows] for m, rows in data["groups"].items()}
-    except (OSError, ValueError, KeyError, TypeError):  # missing or damaged: read the table
+        if kept is not None:
+            return {m: [(int(g), list(f), t) for g, f, t in rows] for m, rows in kept.items()}
+    except (ValueError, TypeError, AttributeError):  # damaged: read the table
         pass
     existing: dict[str, list[tuple]] = {}
     for staging_model, group_id, files, types in warehouse.query(
@@ -365,7 +365,7 @@ def _existing_groups(warehouse: Warehouse, relation: str, cache: Path) -> dict[s
     ):
         existing.setdefault(staging_model, []).append((int(group_id), json.loads(files), types))
     if snapshot is not None:
-        write_state(cache, json.dumps({"relation": relation, "snapshot": snapshot, "groups": existing}))
+        keep(cache, relation, snapshot, existing)
     return existing
 
 

@@ -17,7 +17,7 @@ from python_hooks.landing.files import is_listed_here, landing_files, probe_name
 from python_hooks.project.meta import FILE_LEDGER
 from python_hooks.project.sql import quoted_relation, sql_string
 from python_hooks.project.tables import CdcTable
-from python_hooks.project.warehouse import Warehouse, write_state
+from python_hooks.project.warehouse import Warehouse, keep, read_kept
 
 # The listing rule of landing/files.py in SQL over a binaryFile listing's `path`, as
 # macros/cdc/landing.sql (cdc_landing_listing_sql) writes it: Parquet files, no hidden file.
@@ -65,7 +65,7 @@ def ledger_relation(warehouse: Warehouse) -> str:
 def ledger_cached(cache_dir: Path, ledger: str) -> bool:
     """Whether the hooks' state folder holds the ledger's rows as of one of its snapshots."""
     try:
-        return json.loads((cache_dir / LEDGER_CACHE).read_text(encoding="utf-8"))["ledger"] == ledger
+        return json.loads((cache_dir / LEDGER_CACHE).read_text(encoding="utf-8"))["relation"] == ledger
     except (OSError, ValueError, KeyError, TypeError):
         return False
 
@@ -89,20 +89,15 @@ def note_recorded(
 
 
 def _cached_ledger(cache_dir: Path, ledger: str, snapshot: str | None) -> dict[str, set[str]] | None:
-    if snapshot is None:
-        return None
+    applied = read_kept(cache_dir / LEDGER_CACHE, ledger, snapshot)
     try:
-        data = json.loads((cache_dir / LEDGER_CACHE).read_text(encoding="utf-8"))
-        if data["ledger"] != ledger or data["snapshot"] != snapshot:
-            return None
-        return {str(model): set(map(str, files)) for model, files in data["applied"].items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # missing or damaged: read the ledger
+        return None if applied is None else {str(model): set(map(str, files)) for model, files in applied.items()}
+    except (TypeError, AttributeError):  # damaged: read the ledger
         return None
 
 
 def _keep_ledger(cache_dir: Path, ledger: str, snapshot: str, applied: dict[str, set[str]]) -> None:
-    data = {"ledger": ledger, "snapshot": snapshot, "applied": {m: sorted(f) for m, f in applied.items()}}
-    write_state(cache_dir / LEDGER_CACHE, json.dumps(data))
+    keep(cache_dir / LEDGER_CACHE, ledger, snapshot, {m: sorted(f) for m, f in applied.items()})
 
 
 @dataclass(frozen=True)

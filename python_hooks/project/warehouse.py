@@ -14,6 +14,7 @@ for the result of a DDL/DML statement on Spark 3.5.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
 from collections.abc import Sequence
@@ -179,6 +180,26 @@ def write_state(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
+
+
+def keep(path: Path, relation: str, snapshot: str, rows) -> None:
+    """Keeps a meta table's rows (anything JSON holds) as of one of its snapshots in the hooks' state folder: an
+    Iceberg snapshot never changes, so they are the table's while that snapshot is its newest (`read_kept`)."""
+    write_state(path, json.dumps({"relation": relation, "snapshot": snapshot, "rows": rows}))
+
+
+def read_kept(path: Path, relation: str, snapshot: str | None):
+    """The rows `keep` wrote to `path` for `relation` as of `snapshot`; None when there are none (no snapshot,
+    another table or snapshot, a missing or damaged file: then the caller reads the table)."""
+    if snapshot is None:
+        return None
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        if data["relation"] == relation and data["snapshot"] == snapshot:
+            return data["rows"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
 
 
 def _schema_missing(error: Exception) -> bool:

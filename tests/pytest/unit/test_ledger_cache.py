@@ -34,7 +34,7 @@ def test_a_damaged_cache_is_no_cache(tmp_path) -> None:
     (tmp_path / LEDGER_CACHE).write_text("{not json", encoding="utf-8")
     assert not ledger_cached(tmp_path, LEDGER)
     assert not note_recorded(tmp_path, LEDGER, "100", "200", {"a": ["f2"]})
-    (tmp_path / LEDGER_CACHE).write_text(json.dumps({"ledger": LEDGER}), encoding="utf-8")
+    (tmp_path / LEDGER_CACHE).write_text(json.dumps({"relation": LEDGER}), encoding="utf-8")
     assert _cached_ledger(tmp_path, LEDGER, "100") is None
 
 
