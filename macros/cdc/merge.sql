@@ -81,8 +81,16 @@
     {%- set one_merge = cdc_write_path(state, single_writer) == 'merge' -%}
     {%- set batch_bytes = cdc_run_plan().get(target.identifier, {}).get('bytes') -%}
     {%- set uncached = one_merge and batch_bytes is not none and batch_bytes <= cdc_uncached_batch_max_bytes() -%}
+    {%- set named_reads = '' -%}
     {%- if uncached -%}
-        {%- set changes = '(' ~ cdc_batch_changes_sql(events, tombstones, keys, every_event=true) ~ ')' -%}
+        {#- In the aggregate, the batch's events (read three times: ranked, their truncates, their keys)
+            and the tombstones (twice) are each named once, in a CTE. Spark analyses a raw file read once
+            per reference, and each analysis is a job that reads Parquet footers for the schema; a CTE
+            is analysed once and then inlined. (Not the cached query: Spark never matches a cached plan
+            that holds a CTE, see cdc_batch_changes_sql.) -#}
+        {%- set named_reads = 'with __cdc_events as (select * from ' ~ events ~ ' as events), '
+            ~ '__cdc_tombstones as (select * from ' ~ tombstones ~ ' as tombstones) ' -%}
+        {%- set changes = '(' ~ cdc_batch_changes_sql('__cdc_events', '__cdc_tombstones', keys, every_event=true) ~ ')' -%}
     {%- else -%}
         {%- do cdc_execute(
             'cache table ' ~ changes
@@ -95,9 +103,11 @@
         target if state.snapshot is none else '(select * from ' ~ target ~ ' version as of ' ~ state.snapshot ~ ')') -%}
     {%- set spooled = cdc_tombstones_spooled() -%}
     {#- On the 'merge' path, each last change is compared with the table in the same pass (the table's
-        rows of the batch's keys, found from the raw events: no second computation of the batch). -#}
-    {%- set files = run_query(cdc_batch_files_sql(changes, keys, current_rows=read_as_found if one_merge else none,
-        batch_keys=events, deletes=spooled)).rows -%}
+        rows of the batch's keys, found from the raw events or the cached batch: no second computation
+        of the batch). The rows come in file order, sorted here (an ORDER BY would cost Spark two jobs). -#}
+    {%- set files = run_query(named_reads ~ cdc_batch_files_sql(changes, keys,
+        current_rows=read_as_found if one_merge else none, batch_keys='__cdc_events' if uncached else changes,
+        deletes=spooled)).rows | sort(attribute='_cdc_source_file', case_sensitive=true) -%}
     {%- set truncate = cdc_validate_batch(target, files, keys, record) -%}
     {%- do cdc_fault_point('after_validate') -%}
     {%- set batch_outcome = cdc_batch_counts(files) -%}

@@ -97,7 +97,7 @@
 
 
 {% macro cdc_batch_files_sql(changes, keys, current_rows=none, batch_keys=none, deletes=false) %}
-    {#- One row per raw file of the batch, from the batch (`changes`, every event with its
+    {#- One row per raw file of the batch, in no order, from the batch (`changes`, every event with its
         `_cdc_batch_outcome`): everything a batch needs to know before it writes, in one query,
         read by column name: the file, its change events, the newest truncate (fixed-width text, so
         the greatest is the newest (_cdc_ts, _cdc_seq)), the newest of it and the model's table-wide
@@ -148,7 +148,6 @@
         ) as compared
         {%- endif %}
         group by _cdc_source_file
-        order by _cdc_source_file
 {% endmacro %}
 
 
