@@ -71,7 +71,7 @@ from python_hooks.project.warehouse import SCHEMAS_VARIABLE, SINGLE_WRITER_VARIA
 
 log = logging.getLogger(__name__)
 
-EMBEDDED_THREADS = 2  # `make run`'s dbt threads on the single-writer target (_threads)
+EMBEDDED_THREADS = 4  # `make run`'s dbt threads on the single-writer target (_threads)
 
 
 @dataclass
@@ -587,7 +587,7 @@ def _plan_states(warehouse: Warehouse, tables, plan: dict[str, dict], blocked: s
 
 
 def _threads(own_tables_only: bool, dbt_args: Sequence[str]) -> list[str]:
-    """dbt's threads for `make run`'s build on the single-writer target: CDC_THREADS, else 2, when each
+    """dbt's threads for `make run`'s build on the single-writer target: CDC_THREADS, else 4, when each
     node commits only its own table (`own_tables_only`: the ledger, the batch log and the tombstones are
     written once after the build, commands/accounting.py), which is what makes threads safe there with
     Iceberg's Hive lock off (docs/ARCHITECTURE.md, "Threads"). A plain dbt command keeps the profile's 1;
