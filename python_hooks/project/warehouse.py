@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,8 @@ class Warehouse:
     # the schemas a listing found, lower case (kept across `execute`: the hooks drop no schema)
     existing_schemas: set[str] = field(default_factory=set, repr=False)
     _snapshots: dict[str, str | None] | None = field(default=None, repr=False)
+    # per schema (lower case): its tables' columns as one listing reported them (`listed_columns`)
+    _columns: dict[str, dict[str, list[tuple[str, str]]]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def open(cls, dbt_args: Sequence[str] = ()) -> Warehouse:
@@ -101,6 +104,7 @@ class Warehouse:
         asked again); an INSERT or a procedure call keeps them."""
         if tables_changed:
             self._tables.clear()
+            self._columns.clear()
         self._snapshots = None
         with self.adapter.connection_named("python_hooks"):
             self.adapter.execute(sql, fetch=False)
@@ -138,15 +142,40 @@ class Warehouse:
         return self._snapshots
 
     def columns(self, schema: str, identifier: str) -> list[tuple[str, str]] | None:
-        """(name, Spark type) of a table's columns; None when it does not exist."""
+        """(name, Spark type) of a table's columns; None when it does not exist. An Iceberg table's come
+        from one listing of its schema (`listed_columns`), so a run asks once per schema, not once per
+        table; a table that listing cannot tell is described."""
         if not self.table_exists(schema, identifier):
             return None
+        listed = self.listed_columns(schema).get(identifier.lower())
+        if listed is not None:
+            return listed
         columns = []
         for name, data_type, *_ in self.query(f"describe table {quoted_relation(schema, identifier)}"):
             if not name or name.startswith("#"):
                 break  # partitioning and detail sections follow the columns
             columns.append((name, data_type))
         return columns
+
+    def listed_columns(self, schema: str) -> dict[str, list[tuple[str, str]]]:
+        """The columns of a schema's Iceberg tables by table (lower case), from one `show table extended`:
+        the metastore keeps each table's Iceberg schema in its `current-schema` property, updated at every
+        commit. Left out: a table whose schema has a type without a plain Spark spelling here (nested, time)
+        or is too long for the property (32,672 characters). Empty when the listing fails (the metastore
+        cannot parse a column type of some table of the schema): then each table is described."""
+        key = schema.lower()
+        if key not in self._columns:
+            try:
+                rows = self.records(f"show table extended in {quote_ident(schema)} like '*'")
+            except Exception:  # noqa: BLE001 - a type the metastore cannot parse, or no schema: describe each
+                rows = []
+            listed = {}
+            for row in rows:
+                columns = iceberg_columns(str(row.get("information") or ""))
+                if columns is not None and not row.get("isTemporary"):
+                    listed[str(row["tableName"]).lower()] = columns
+            self._columns[key] = listed
+        return self._columns[key]
 
     def close(self) -> None:
         self.adapter.cleanup_connections()
@@ -156,6 +185,52 @@ class Warehouse:
 
     def __exit__(self, kind: type | None, error: BaseException | None, trace: TracebackType | None) -> None:
         self.close()
+
+
+# Iceberg's primitive types (its schema JSON) as Spark's `describe` spells them.
+SPARK_TYPES = {
+    "boolean": "boolean",
+    "int": "int",
+    "long": "bigint",
+    "float": "float",
+    "double": "double",
+    "date": "date",
+    "timestamp": "timestamp_ntz",
+    "timestamptz": "timestamp",
+    "string": "string",
+    "uuid": "string",
+    "binary": "binary",
+}
+DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
+FIXED = re.compile(r"fixed\[\d+\]")
+
+
+def iceberg_columns(information: str) -> list[tuple[str, str]] | None:
+    """(name, Spark type) from a `show table extended` row's text: the `current-schema` JSON that Iceberg's
+    Hive catalog stores among the table's properties. None when it is absent or has a type this does not
+    spell (a nested one: then the caller describes the table)."""
+    marker = "current-schema="
+    start = information.find(marker)
+    if start < 0:
+        return None
+    try:
+        schema, _ = json.JSONDecoder().raw_decode(information, start + len(marker))
+    except ValueError:
+        return None
+    columns = []
+    for field_ in schema.get("fields", []) if isinstance(schema, dict) else []:
+        kind = field_.get("type")
+        if not isinstance(kind, str):
+            return None
+        spark_type = SPARK_TYPES.get(kind)
+        if spark_type is None and (decimal := DECIMAL.fullmatch(kind)):
+            spark_type = f"decimal({decimal[1]},{decimal[2]})"
+        if spark_type is None and FIXED.fullmatch(kind):
+            spark_type = "binary"
+        if spark_type is None:
+            return None
+        columns.append((field_["name"], spark_type))
+    return columns or None
 
 
 def state_dir() -> Path:

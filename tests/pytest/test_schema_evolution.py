@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from helpers.paths import PROJECT
 from helpers.tables import assert_same_table, table_rows
 from oracles.replay_debezium import replay_topic
 from oracles.replay_dms import replay
@@ -188,3 +189,47 @@ def test_a_staging_view_is_built_again_only_when_its_raw_schema_changes(dbt, spa
     assert {"credit_limit", "birth_date"} <= set(columns_of(spark, view))
     assert spark.table(view).count() == raw_rows(folder)
     assert_dms_matches(spark, schema, tmp_path, "customer_master")
+
+
+def test_one_listing_gives_every_iceberg_tables_columns_as_describe_does(spark, schema):
+    """The hooks read a schema's columns from one `show table extended` (Warehouse.listed_columns), not one
+    `describe` per table: each table's columns and Spark types equal describe's, also after an ALTER, with
+    hostile names; a table whose types the listing does not spell (nested) is described, and only it."""
+    from python_hooks.project.sql import quote_ident
+    from python_hooks.project.warehouse import Warehouse
+
+    name = f"{schema}_listing"
+    spark.sql(f"create database {name}")
+    hostile = ["b c, d", 'quo"te', "naïve", "x=1]"]
+    plain = ", ".join(f"{quote_ident(c)} string" for c in hostile)
+    spark.sql(
+        f"create table {name}.flat (a int, e decimal(10,2), f timestamp, g timestamp_ntz, h date, i boolean,"
+        f" j float, k double, l binary, m bigint, {plain}) using iceberg"
+    )
+    spark.sql(f"create table {name}.nested (a int, n struct<x:int>, o array<int>, p map<string,int>) using iceberg")
+    spark.sql(f"alter table {name}.flat add column q int")
+    spark.sql(f"alter table {name}.flat alter column a type bigint")
+
+    def described(table: str) -> list[tuple[str, str]]:
+        columns = []
+        for row in spark.sql(f"describe table {name}.{table}").collect():
+            if not row.col_name or row.col_name.startswith("#"):
+                break
+            columns.append((row.col_name, row.data_type))
+        return columns
+
+    with Warehouse.open(["--project-dir", str(PROJECT)]) as warehouse:
+        asked = []
+        query, records = warehouse.query, warehouse.records
+        warehouse.query = lambda sql: asked.append(sql) or query(sql)
+        warehouse.records = lambda sql: asked.append(sql) or records(sql)
+        flat, nested = warehouse.columns(name, "flat"), warehouse.columns(name, "nested")
+        assert warehouse.columns(name, "missing") is None
+    assert flat == described("flat") and flat[0] == ("a", "bigint") and flat[-1] == ("q", "int")
+    assert nested == described("nested")
+    quoted = quote_ident(name)
+    assert asked == [  # one listing; the nested table alone is described
+        f"show tables in {quoted}",
+        f"show table extended in {quoted} like '*'",
+        f"describe table {quoted}.`nested`",
+    ], asked

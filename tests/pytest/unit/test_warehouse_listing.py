@@ -1,0 +1,41 @@
+"""How the hooks read a table's columns from a schema's listing (python_hooks/project/warehouse.py:
+iceberg_columns): Iceberg's schema JSON in the metastore's `current-schema` property, spelled as Spark's
+`describe` spells the types; anything it cannot spell sends the caller to `describe`."""
+
+from __future__ import annotations
+
+import json
+
+from python_hooks.project.warehouse import iceberg_columns
+
+
+def _information(fields: list, before: str = "Owner: root\nTable Properties: [DO_NOT_UPDATE_STATS=true, ") -> str:
+    schema = {"type": "struct", "schema-id": 3, "fields": fields}
+    return f"{before}current-schema={json.dumps(schema, separators=(',', ':'))}, owner=root]\nSchema: root\n"
+
+
+def _field(number: int, name: str, kind) -> dict:
+    return {"id": number, "name": name, "required": False, "type": kind}
+
+
+def test_primitive_types_are_spelled_as_describe_spells_them() -> None:
+    kinds = {
+        "int": "int",
+        "long": "bigint",
+        "decimal(38, 10)": "decimal(38,10)",
+        "timestamptz": "timestamp",
+        "timestamp": "timestamp_ntz",
+        "uuid": "string",
+        "fixed[16]": "binary",
+        "boolean": "boolean",
+    }
+    fields = [_field(i, f"c{i}, x=[{i}]", kind) for i, kind in enumerate(kinds, 1)]
+    assert iceberg_columns(_information(fields)) == [(f"c{i}, x=[{i}]", t) for i, t in enumerate(kinds.values(), 1)]
+
+
+def test_what_it_cannot_spell_sends_the_caller_to_describe() -> None:
+    nested = _field(2, "n", {"type": "list", "element-id": 3, "element": "int", "element-required": False})
+    assert iceberg_columns(_information([_field(1, "a", "int"), nested])) is None
+    assert iceberg_columns(_information([_field(1, "a", "time")])) is None
+    assert iceberg_columns("Owner: root\nTable Properties: [owner=root]\nSchema: root\n") is None  # too long to keep
+    assert iceberg_columns('Table Properties: [current-schema={"type":"str') is None  # cut short
