@@ -194,13 +194,6 @@ maintain: install check-java
 #              for what its tests share. TEST_GROUPS_PARALLEL=0 runs them one after the other.
 #   test-all   also the long suites: the whole adapter suite, make faults, make fuzz and a short soak
 LONG_SUITES := faults_full or adapter_suite_full or fuzz_full
-# The test tiers' Spark JVMs (the embedded driver, the cluster's server and executors: CDC_JAVA_OPTIONS): hundreds
-# of short runs on small data, where the JIT compiler is most of a JVM's CPU. C2 only for the really hot methods
-# and the throughput collector: 17-18 % less JVM CPU, no slower (docs/tests.md, "What it costs").
-TEST_JAVA_OPTIONS := -XX:+UseParallelGC -XX:Tier4InvocationThreshold=20000 -XX:Tier4MinInvocationThreshold=5000 \
-  -XX:Tier4CompileThreshold=25000 -XX:Tier4BackEdgeThreshold=200000
-test test-embedded test-servers test-live-browser test-all test-adapter test-adapter-cluster: \
-  export CDC_JAVA_OPTIONS ?= $(TEST_JAVA_OPTIONS)
 SERVERS := cluster or s3 or live or browser or subprocess
 PYTEST_ARGS ?=
 

@@ -97,7 +97,6 @@ def thrift_settings(config: ClusterConfig, environ: os._Environ[str] | dict[str,
     except FileNotFoundError as error:
         raise SystemExit(str(error)) from error
     log4j = config.root / "conf" / "log4j2.properties"
-    java = environ.get("CDC_JAVA_OPTIONS", "").strip()  # JVM options of your own (docs/reference/environment.md)
     settings = {
         "spark.app.name": "cdc-lakehouse-thrift",
         "spark.master": config.master_url,
@@ -105,10 +104,7 @@ def thrift_settings(config: ClusterConfig, environ: os._Environ[str] | dict[str,
         "spark.driver.bindAddress": HOST,
         "spark.driver.memory": config.driver_memory,
         "spark.driver.extraClassPath": f"{jars}:{POSTGRES_JDBC_JAR}",
-        "spark.driver.extraJavaOptions": " ".join(
-            filter(None, [ownership_marker(config), f"-Dlog4j2.configurationFile=file:{log4j}", java])
-        ),
-        **({"spark.executor.extraJavaOptions": java} if java else {}),
+        "spark.driver.extraJavaOptions": f"{ownership_marker(config)} -Dlog4j2.configurationFile=file:{log4j}",
         "spark.executor.extraClassPath": jars,
         "spark.executor.memory": config.executor_memory,
         "spark.cores.max": str(config.worker_cores),
