@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from dbt_common.invocation import get_invocation_id
 
 from python_hooks.commands import accounting, status
-from python_hooks.commands.selection import guaranteed_tests, idle_descendants, selected_nodes
+from python_hooks.commands.selection import guaranteed_tests, idle_descendants, meta_tests, selected_nodes
 from python_hooks.commands.summary import run_summary
-from python_hooks.evolution import staging_views
+from python_hooks.evolution import seeds, staging_views
 from python_hooks.evolution.apply import evolve, unreadable_files
 from python_hooks.evolution.footers import FooterReadError, read_footer
 from python_hooks.landing.files import empty_files, is_listed_here, landing_files, raw_files
@@ -397,10 +397,16 @@ def run_pipeline(
                 log.error(problem)
             return False
     quiet_nodes, checked = set(), set()
+    seed_prints, same_seeds = {}, set()
     if found.manifest is not None:
         quiet_nodes = idle_descendants(found.manifest, found.tables, found.idle)
         if not _full_refresh(dbt_args):  # what each batch checks itself is not checked again (commands/selection.py)
             checked = guaranteed_tests(found.manifest, [t for t in found.tables if t.model not in found.idle])
+            checked |= meta_tests(found.manifest)
+            if found.single_writer and hasattr(runner, "callbacks"):  # seeds as last loaded (evolution/seeds.py)
+                seed_prints = seeds.fingerprints(found.manifest)
+                same_seeds = seeds.unchanged(state_dir(), seed_prints)
+                checked |= set(seeds.own_tests(found.manifest, same_seeds).values())
     excluded = sorted({f"{model}+" for model in found.blocked} | found.idle | quiet_nodes | checked)
     exclude = ["--exclude", *excluded] if excluded else []
     # Nothing new anywhere (every table idle, none refused; with a selection of the caller's own, every
@@ -442,6 +448,8 @@ def run_pipeline(
     # The staging views dbt leaves as they are (evolution/staging_views.py); --full-refresh builds all.
     if found.unchanged_views and not _full_refresh(dbt_args):
         handed[staging_views.UNCHANGED_VARIABLE] = json.dumps(sorted(found.unchanged_views))
+    if same_seeds:
+        handed[seeds.UNCHANGED_VARIABLE] = json.dumps(sorted(same_seeds))
     collector = accounting.Accounting() if hasattr(runner, "callbacks") and found.manifest is not None else None
     if collector is not None:  # the batches' ledger and batch-log rows: once, after the build
         handed[accounting.ACCOUNTING_VARIABLE] = "run"
@@ -528,6 +536,8 @@ def run_pipeline(
                 )
         if found.views:
             _record_views(found.views, result)
+        if seed_prints:
+            seeds.record(state_dir(), found.manifest, seed_prints, result)
         if progress is not None:
             print(f"{progress.closing()} ({time.monotonic() - started:.0f} s)", flush=True)
         if found.refusals:
@@ -552,6 +562,7 @@ HANDED_VARIABLES = (
     PLAN_VARIABLE,
     STAGING_TEST_FILES_VARIABLE,
     staging_views.UNCHANGED_VARIABLE,
+    seeds.UNCHANGED_VARIABLE,
     META_READY_VARIABLE,
     SINGLE_WRITER_VARIABLE,
     REGISTERS_EMPTY_VARIABLE,

@@ -2,7 +2,10 @@
 
 - `idle_descendants`: the models and snapshots whose current-state tables upstream all received nothing;
 - `guaranteed_tests`: the data tests that check what a batch guarantees itself, so they would only read
-  the tables again to find what cannot be there.
+  the tables again to find what cannot be there;
+- `meta_tests`: the data tests of the pipeline's own tables (the `cdc_meta` source), which the run writes
+  after its build: inside the build they would read the earlier runs' rows again, whole;
+- the tests of the seeds the run does not load again (evolution/seeds.py).
 
 `dbt build`, `dbt test` by hand, `--full-refresh` and CI run every test over whole tables: an analyst's
 habits do not change; this is the scheduled run's economy.
@@ -86,6 +89,19 @@ def guaranteed_tests(manifest, applied: Sequence[CdcTable]) -> set[str]:
             if allowed >= (TABLE_OPERATIONS if table is not None else STAGING_OPERATIONS):
                 names.add(node.name)
     return names
+
+
+META_SOURCE = "cdc_meta"  # models/pipeline/_cdc_meta__sources.yml: the batch log, the ledger, the registers
+
+
+def meta_tests(manifest) -> set[str]:
+    """The data tests that read only the pipeline's own tables (sources of META_SOURCE)."""
+    meta = {uid for uid, source in manifest.sources.items() if source.source_name == META_SOURCE}
+    return {
+        node.name
+        for node in manifest.nodes.values()
+        if node.resource_type == "test" and node.depends_on.nodes and set(node.depends_on.nodes) <= meta
+    }
 
 
 SELECTING = ("--select", "-s", "--models", "-m", "--selector")

@@ -75,10 +75,11 @@ def fingerprint(node, inputs: str, code: str, registers: str, source: str = "") 
 
 
 class StagingViews:
-    """The fingerprints of the staging views `make run` built, in the hooks' state folder."""
+    """The fingerprints of the staging views `make run` built, in the hooks' state folder (`state_file`:
+    another file for other nodes kept the same way, evolution/seeds.py)."""
 
-    def __init__(self, state_dir: Path) -> None:
-        self.path = Path(state_dir) / STATE_FILE
+    def __init__(self, state_dir: Path, state_file: str = STATE_FILE) -> None:
+        self.path = Path(state_dir) / state_file
         self.views: dict[str, dict[str, str]] = self._load()
 
     def _load(self) -> dict[str, dict[str, str]]:
@@ -87,7 +88,7 @@ class StagingViews:
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as error:  # only an optimisation: every view is built again
-            log.warning("%s is unreadable (%s): every staging view is built again", self.path, error)
+            log.warning("%s is unreadable (%s): every node it records is built again", self.path, error)
             return {}
         if not isinstance(data, dict):
             return {}

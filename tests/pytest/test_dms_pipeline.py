@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from helpers.paths import PROJECT
 from helpers.runs import assert_batch_log, assert_stage, assert_status, batch_log, record_stages
 from helpers.tables import assert_same_table, snapshot_ids, table_rows
 from oracles.replay_counts import dms_counts
@@ -233,6 +234,39 @@ def test_idle_scheduled_run_builds_nothing_and_commits_nothing(dbt, spark, schem
     assert new_files and _tested_files(dbt, schema) == new_files
     assert dbt("test", "--select", "stg_crm__customer_master", landing=landing, schema=schema).success
     assert _tested_files(dbt, schema) is None
+
+
+def test_an_unchanged_seed_is_loaded_and_tested_once_and_a_dropped_one_again(dbt, spark, schema, tmp_path):
+    """`make run` loads a seed and runs its own tests; the next run leaves its table as it is (no snapshot) and
+    runs none of them, until its CSV, config or the project's macros change (unit/test_unchanged_seeds.py); a
+    seed table dropped meanwhile is loaded again. Rows compared with the CSV itself."""
+    import csv
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    seed = f"{schema}_seeds.order_statuses"
+    with (PROJECT / "seeds" / "order_statuses.csv").open(encoding="utf-8") as handle:
+        expected = {row["order_status"]: row["order_status_name"] for row in csv.DictReader(handle)}
+
+    def run() -> tuple[set[str], set[str]]:
+        # cautious: not the `relationships` test from fct_sales_order, which this schema does not build
+        assert dbt.pipeline(
+            "--select", "order_statuses", "--indirect-selection", "cautious", landing=landing, schema=schema
+        )
+        assert {r.order_status: r.order_status_name for r in spark.table(seed).collect()} == expected
+        results = json.loads((dbt.target_path(schema) / "run_results.json").read_text(encoding="utf-8"))
+        ran = {r["unique_id"] for r in results["results"]}
+        return {u for u in ran if u.startswith("seed.")}, {u for u in ran if u.startswith("test.")}
+
+    seeds, tests = run()
+    assert seeds == {"seed.cdc_lakehouse.order_statuses"} and tests, (seeds, tests)
+    loaded = snapshot_ids(spark, seed)
+    seeds, tests = run()
+    assert seeds == {"seed.cdc_lakehouse.order_statuses"} and not tests, tests
+    assert snapshot_ids(spark, seed) == loaded, "an unchanged seed was written again"
+    spark.sql(f"drop table {seed}")
+    seeds, tests = run()
+    assert snapshot_ids(spark, seed), "the dropped seed was not loaded again"
 
 
 def _tested_files(dbt, schema: str) -> set[str] | None:

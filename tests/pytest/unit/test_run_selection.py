@@ -90,3 +90,20 @@ def test_the_selections_options_go_to_dbt_ls_with_their_values_and_nothing_else(
     args = ["--select", "a", "b+", "--full-refresh", "--exclude=c", "-s", "tag:x", "--threads", "4", "--selector", "y"]
     assert selection_args(args) == ["--select", "a", "b+", "--exclude=c", "-s", "tag:x", "--selector", "y"]
     assert selection_args(["--full-refresh", "--vars", "{a: 1}"]) == []
+
+
+def test_only_tests_of_the_pipelines_own_tables_are_meta_tests():
+    from python_hooks.commands.selection import META_SOURCE, meta_tests
+
+    log, other = f"source.p.{META_SOURCE}.cdc_batch_log", "source.p.crm.customer"
+    manifest = SimpleNamespace(
+        sources={log: SimpleNamespace(source_name=META_SOURCE), other: SimpleNamespace(source_name="crm")},
+        nodes={
+            "test.p.log_unique": _node("log_unique", "test", (log,)),
+            "test.p.log_and_model": _node("log_and_model", "test", (log, "model.p.a")),
+            "test.p.crm_source": _node("crm_source", "test", (other,)),
+            "test.p.singular": _node("singular", "test"),
+            "model.p.over_log": _node("over_log", parents=(log,)),
+        },
+    )
+    assert meta_tests(manifest) == {"log_unique"}
