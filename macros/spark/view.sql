@@ -8,8 +8,8 @@
             {{ exceptions.raise_compiler_error(
                 "staging view " ~ this ~ " was dropped while this run started: run again to build it") }}
         {%- endif -%}
-        {%- call statement('main') -%}
-            select 'unchanged' as staging_view
+        {%- call noop_statement('main', 'UNCHANGED', 'UNCHANGED', 0) -%}
+            -- {{ this }}: its raw union schema, file groups, registers and code are as when it was built
         {%- endcall -%}
         {{ return({'relations': [this]}) }}
     {%- endif -%}

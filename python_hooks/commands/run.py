@@ -67,7 +67,14 @@ from python_hooks.project.session import Session, SessionError, dbt_runner
 from python_hooks.project.sql import quoted_relation, sql_string
 from python_hooks.project.storage import StorageError, location
 from python_hooks.project.tables import CdcTable, cdc_tables
-from python_hooks.project.warehouse import SCHEMAS_VARIABLE, SINGLE_WRITER_VARIABLE, Warehouse, state_dir
+from python_hooks.project.warehouse import (
+    LISTINGS_MAX_CHARS,
+    LISTINGS_VARIABLE,
+    SCHEMAS_VARIABLE,
+    SINGLE_WRITER_VARIABLE,
+    Warehouse,
+    state_dir,
+)
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +103,8 @@ class Hooks:
     # the models, snapshots and seeds the caller's selection chooses (commands/selection.py); None: every one
     selected: set[str] | None = None
     schemas: set[str] = field(default_factory=set)  # the schemas the hooks found (Warehouse.existing_schemas)
+    # the hooks' `show table extended` rows by schema, still true at their end (Warehouse.listings)
+    listings: dict[str, list[list]] = field(default_factory=dict)
 
 
 def run_hooks(
@@ -214,6 +223,7 @@ def run_hooks(
         registers_empty,
         selected,
         set(warehouse.existing_schemas),
+        warehouse.listings() if single_writer else {},
     )
 
 
@@ -259,6 +269,8 @@ def _staging_views(warehouse: Warehouse, manifest, tables, idle: set[str], input
     if not candidates:
         return {}, set()
     views = staging_views.fingerprints(manifest, candidates, inputs, registers)
+    for schema in {schema for schema, _, _ in views.values()}:  # one listing, which dbt's build then reads too
+        warehouse.listed_columns(schema)
     return views, staging_views.StagingViews(state_dir()).unchanged(views, warehouse.table_exists)
 
 
@@ -464,6 +476,9 @@ def run_pipeline(
             handed[REGISTERS_EMPTY_VARIABLE] = "1"
         if found.schemas:  # dbt lists no schema (macros/spark/list_schemas.sql)
             handed[SCHEMAS_VARIABLE] = json.dumps(sorted(found.schemas))
+        listed = json.dumps(found.listings) if found.listings and not _full_refresh(dbt_args) else ""
+        if listed and len(listed) <= LISTINGS_MAX_CHARS:  # dbt's relation cache from them (list_relations.sql)
+            handed[LISTINGS_VARIABLE] = listed
     try:
         if nothing_new:
             from dbt.cli.main import dbtRunnerResult
@@ -567,6 +582,7 @@ HANDED_VARIABLES = (
     SINGLE_WRITER_VARIABLE,
     REGISTERS_EMPTY_VARIABLE,
     SCHEMAS_VARIABLE,
+    LISTINGS_VARIABLE,
     accounting.ACCOUNTING_VARIABLE,
     accounting.TOMBSTONE_SPOOL_VARIABLE,
 )
@@ -583,16 +599,23 @@ def _plan_states(warehouse: Warehouse, tables, plan: dict[str, dict], blocked: s
     table_states, macros/cdc/publish.sql: cdc_planned_state). On the single-writer target nothing else
     commits to it until its batch. A table whose state cannot be read this way (not an Iceberg table)
     leaves every batch to ask for its own."""
-    relations = {
-        t.identifier: quoted_relation(t.schema, t.identifier)
+    planned = [
+        t
         for t in tables
         if t.model not in blocked and plan.get(t.identifier, {}).get("columns") and plan[t.identifier].get("files")
-    }
+    ]
+    # From the metadata files the listing of their schema named (read by the schema evolution: no statement)
+    located = {}
+    for table in planned:
+        where = warehouse.listed_metadata(table.schema).get(table.identifier.lower())
+        if where:
+            located[table.identifier] = where
+    states = iceberg.states_from_metadata(located)
+    relations = {t.identifier: quoted_relation(t.schema, t.identifier) for t in planned if t.identifier not in states}
     try:
-        states = iceberg.table_states(warehouse, relations)
-    except Exception as error:  # the batches ask for their own, as without a plan
+        states.update(iceberg.table_states(warehouse, relations))
+    except Exception as error:  # those batches ask for their own, as without a plan
         log.debug("the planned tables' states could not be read in one query: %s", error)
-        return
     for identifier, state in states.items():
         plan[identifier]["state"] = state
 

@@ -207,6 +207,59 @@ STATE_TOTALS = {
 }
 
 
+def metadata_state(metadata: dict) -> dict:
+    """A table's state as `table_states` gives it, from its metadata file (Iceberg's table metadata JSON):
+    the snapshot `main` points at, the other branches, and the totals of main's snapshot summary."""
+    refs = metadata.get("refs")
+    if refs is None:  # written before branches existed: main is the current snapshot
+        current = metadata.get("current-snapshot-id")
+        refs = {} if current in (None, -1) else {"main": {"snapshot-id": current, "type": "branch"}}
+    state = {"snapshot": None, "branches": [], "bytes": 0, "layout": None}
+    for name, ref in refs.items():
+        if name == "main":
+            state["snapshot"] = int(ref["snapshot-id"])
+        elif str(ref.get("type", "")).lower() == "branch":
+            state["branches"].append(name)
+    if state["snapshot"] is not None:
+        summary = next(
+            (
+                s.get("summary") or {}
+                for s in metadata.get("snapshots") or ()
+                if s.get("snapshot-id") == state["snapshot"]
+            ),
+            None,
+        )
+        if summary is None:
+            raise ValueError(f"snapshot {state['snapshot']} is not in the metadata file")
+        state["bytes"] = int(summary.get(STATE_TOTALS["bytes"]) or 0)
+        totals = {k: summary.get(v) for k, v in STATE_TOTALS.items() if k != "bytes"}
+        if all(v is not None for v in totals.values()):
+            state["layout"] = {k: int(v) for k, v in totals.items()}
+    return state
+
+
+def states_from_metadata(locations: dict[str, str]) -> dict[str, dict]:
+    """`table_states` without a statement, for the tables whose metadata file a listing named (key ->
+    its location): each file read from the warehouse's storage (local or S3). A table whose file cannot
+    be read or understood is left out (the caller asks Spark for it)."""
+    import gzip
+    import json
+
+    from python_hooks.project.storage import location
+
+    states = {}
+    for key, where in locations.items():
+        try:
+            with location(where).open() as handle:
+                data = handle.read()
+            if where.endswith(".gz.metadata.json"):
+                data = gzip.decompress(data)
+            states[key] = metadata_state(json.loads(data))
+        except Exception as error:  # noqa: BLE001 - only a shortcut: Spark reads this table's state
+            log.debug("the state of %s from its metadata file %s: %s", key, where, error)
+    return states
+
+
 def table_states(warehouse: Warehouse, relations: dict[str, str]) -> dict[str, dict]:
     """What each batch needs to know of its table before it starts, for many tables in one query (key ->
     relation): the snapshot `main` points at (None without one), the names of its branches, the bytes of

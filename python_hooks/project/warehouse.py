@@ -33,6 +33,11 @@ SINGLE_WRITER_VARIABLE = "CDC_SINGLE_WRITER"
 # The schemas the hooks found (a `show tables` in them answered), handed to the build so that dbt need not
 # list every schema once per schema it builds in (macros/spark/list_schemas.sql).
 SCHEMAS_VARIABLE = "CDC_EXISTING_SCHEMAS"
+# The hooks' listings of schemas (`show table extended` rows), still true when the build starts, handed to it
+# so that dbt's relation cache is filled without listing them again (macros/spark/list_relations.sql); only
+# while they fit one environment variable as a process could pass it on (under Linux's 128 KiB).
+LISTINGS_VARIABLE = "CDC_LISTED_RELATIONS"
+LISTINGS_MAX_CHARS = 120_000
 
 
 @dataclass
@@ -46,6 +51,10 @@ class Warehouse:
     _snapshots: dict[str, str | None] | None = field(default=None, repr=False)
     # per schema (lower case): its tables' columns as one listing reported them (`listed_columns`)
     _columns: dict[str, dict[str, list[tuple[str, str]]]] = field(default_factory=dict, repr=False)
+    # per schema (lower case): where each Iceberg table's metadata file was at that listing (`listed_metadata`)
+    _metadata: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
+    # per schema (lower case): the rows of a listing that succeeded, [namespace, tableName, isTemporary, information]
+    _listings: dict[str, list[list]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def open(cls, dbt_args: Sequence[str] = ()) -> Warehouse:
@@ -105,6 +114,8 @@ class Warehouse:
         if tables_changed:
             self._tables.clear()
             self._columns.clear()
+            self._metadata.clear()
+            self._listings.clear()
         self._snapshots = None
         with self.adapter.connection_named("python_hooks"):
             self.adapter.execute(sql, fetch=False)
@@ -113,6 +124,8 @@ class Warehouse:
         """The tables of a schema, lower case (empty when it does not exist); one listing per schema
         until the next `execute`."""
         key = schema.lower()
+        if key not in self._tables and key in self._listings:  # listed since the last `execute`
+            self._tables[key] = {str(row[1]).lower() for row in self._listings[key] if not row[2]}
         if key not in self._tables:
             try:  # show tables: (namespace, tableName, isTemporary); one statement, no `show databases` first
                 rows = self.query(f"show tables in {quote_ident(schema)}")
@@ -169,13 +182,37 @@ class Warehouse:
                 rows = self.records(f"show table extended in {quote_ident(schema)} like '*'")
             except Exception:  # noqa: BLE001 - a type the metastore cannot parse, or no schema: describe each
                 rows = []
-            listed = {}
+            else:
+                self.existing_schemas.add(key)
+                self._listings[key] = [
+                    [row.get("namespace"), row.get("tableName"), bool(row.get("isTemporary")), row.get("information")]
+                    for row in rows
+                ]
+            listed, metadata = {}, {}
             for row in rows:
-                columns = iceberg_columns(str(row.get("information") or ""))
-                if columns is not None and not row.get("isTemporary"):
+                if row.get("isTemporary"):
+                    continue
+                information = str(row.get("information") or "")
+                columns = iceberg_columns(information)
+                if columns is not None:
                     listed[str(row["tableName"]).lower()] = columns
+                found = METADATA_LOCATION.search(information)
+                if found:
+                    metadata[str(row["tableName"]).lower()] = found[1]
             self._columns[key] = listed
+            self._metadata[key] = metadata
         return self._columns[key]
+
+    def listings(self) -> dict[str, list[list]]:
+        """The listings still true (no statement that may create or drop a table ran since), by schema."""
+        return dict(self._listings)
+
+    def listed_metadata(self, schema: str) -> dict[str, str]:
+        """Where each Iceberg table of a schema keeps its current metadata file (its `metadata_location`
+        property), by table (lower case), from the same listing as `listed_columns` (no statement when it
+        was listed since the last `execute`). Empty when the listing fails."""
+        self.listed_columns(schema)
+        return self._metadata.get(schema.lower(), {})
 
     def close(self) -> None:
         self.adapter.cleanup_connections()
@@ -201,6 +238,8 @@ SPARK_TYPES = {
     "uuid": "string",
     "binary": "binary",
 }
+# Iceberg's Hive catalog keeps the path of the table's current metadata file among its properties.
+METADATA_LOCATION = re.compile(r"(?:^|[\[,\s])metadata_location=(\S+?\.metadata\.json)(?=[,\]\s]|$)")
 DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
 FIXED = re.compile(r"fixed\[\d+\]")
 

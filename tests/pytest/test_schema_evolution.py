@@ -233,3 +233,33 @@ def test_one_listing_gives_every_iceberg_tables_columns_as_describe_does(spark, 
         f"show table extended in {quoted} like '*'",
         f"describe table {quoted}.`nested`",
     ], asked
+
+
+def test_the_listed_metadata_files_give_each_tables_state_as_spark_does(spark, schema):
+    """The planned tables' states come from the metadata files one listing names (iceberg.states_from_metadata,
+    no statement), equal to what Spark's metadata tables say (iceberg.table_states): main's snapshot, the other
+    branches, the data bytes and the delete layout; a table with no snapshot yet has none."""
+    from python_hooks.project import iceberg
+    from python_hooks.project.sql import quoted_relation
+    from python_hooks.project.warehouse import Warehouse
+
+    name = f"{schema}_states"
+    spark.sql(f"create database {name}")
+    props = "tblproperties ('format-version' = '2', 'write.delete.mode' = 'merge-on-read')"
+    for table in ("empty", "written", "branched"):
+        spark.sql(f"create table {name}.{table} (id int, v string) using iceberg {props}")
+    for table in ("written", "branched"):
+        spark.sql(f"insert into {name}.{table} values (1, 'a'), (2, 'b'), (3, 'c')")
+        spark.sql(f"delete from {name}.{table} where id = 2")
+    spark.sql(f"alter table {name}.branched create branch cdc_batch_1_x")
+    spark.sql(f"insert into {name}.branched values (4, 'd')")
+    tables = ["empty", "written", "branched"]
+    with Warehouse.open(["--project-dir", str(PROJECT)]) as warehouse:
+        located = {t: warehouse.listed_metadata(name)[t] for t in tables}
+        from_files = iceberg.states_from_metadata(located)
+        from_spark = iceberg.table_states(warehouse, {t: quoted_relation(name, t) for t in tables})
+    assert from_files == from_spark, (from_files, from_spark)
+    assert from_files["empty"]["snapshot"] is None
+    assert (
+        from_files["branched"]["branches"] == ["cdc_batch_1_x"] and from_files["written"]["layout"]["deleted_rows"] == 1
+    )
