@@ -204,8 +204,12 @@ class Warehouse:
         return self._columns[key]
 
     def listings(self) -> dict[str, list[list]]:
-        """The listings still true (no statement that may create or drop a table ran since), by schema."""
-        return dict(self._listings)
+        """The listings still true (no statement that may create or drop a table ran since), by schema, each
+        row's `information` cut to what dbt's relation cache reads (`relation_information`)."""
+        return {
+            schema: [[*row[:3], relation_information(str(row[3] or ""))] for row in rows]
+            for schema, rows in self._listings.items()
+        }
 
     def listed_metadata(self, schema: str) -> dict[str, str]:
         """Where each Iceberg table of a schema keeps its current metadata file (its `metadata_location`
@@ -242,6 +246,20 @@ SPARK_TYPES = {
 METADATA_LOCATION = re.compile(r"(?:^|[\[,\s])metadata_location=(\S+?\.metadata\.json)(?=[,\]\s]|$)")
 DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
 FIXED = re.compile(r"fixed\[\d+\]")
+
+
+# What dbt-spark reads of a relation's `show table extended` text when it fills its cache (the type, the provider),
+# and the project's macros (macros/snapshot/snapshot.sql: table_type=ICEBERG among the properties).
+KEPT_INFORMATION = ("Catalog:", "Database:", "Namespace:", "Table:", "Owner:", "Type:", "Provider:", "Location:")
+
+
+def relation_information(information: str) -> str:
+    """A `show table extended` row's text without what no build reads (columns, view text, the table's
+    properties but its Iceberg table type): a listing of hundreds of tables fits an environment variable."""
+    lines = [line for line in information.splitlines() if line.startswith(KEPT_INFORMATION)]
+    if "table_type=ICEBERG" in information:
+        lines.append("Table Properties: [table_type=ICEBERG]")
+    return "\n".join(lines) + "\n"
 
 
 def iceberg_columns(information: str) -> list[tuple[str, str]] | None:

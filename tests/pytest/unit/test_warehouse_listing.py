@@ -39,3 +39,26 @@ def test_what_it_cannot_spell_sends_the_caller_to_describe() -> None:
     assert iceberg_columns(_information([_field(1, "a", "time")])) is None
     assert iceberg_columns("Owner: root\nTable Properties: [owner=root]\nSchema: root\n") is None  # too long to keep
     assert iceberg_columns('Table Properties: [current-schema={"type":"str') is None  # cut short
+
+
+def test_the_information_handed_to_dbt_keeps_what_its_cache_reads_and_is_small():
+    from python_hooks.project.warehouse import relation_information
+
+    schema = (
+        '{"type":"struct","fields":['
+        + ",".join(f'{{"id":{i},"name":"c{i}","type":"string"}}' for i in range(300))
+        + "]}"
+    )
+    table = (
+        "Catalog: spark_catalog\nDatabase: s_current\nTable: t\nOwner: root\nType: MANAGED\nProvider: iceberg\n"
+        f"Table Properties: [current-schema={schema}, table_type=ICEBERG, write.merge.mode=merge-on-read]\n"
+        "Location: file:/w/s_current.db/t\nSchema: root\n |-- c0: string (nullable = true)\n"
+    )
+    view = (
+        "Catalog: spark_catalog\nDatabase: s_staging\nTable: v\nType: VIEW\nView Text: select 1 as c0\nSchema: root\n"
+    )
+    kept = relation_information(table)
+    assert "Type: MANAGED" in kept and "Provider: iceberg" in kept and "table_type=ICEBERG" in kept
+    assert "current-schema" not in kept and "Schema: root" not in kept and len(kept) < 250
+    assert "Type: VIEW" in relation_information(view) and "View Text" not in relation_information(view)
+    assert "ICEBERG" not in relation_information(view)
