@@ -16,12 +16,10 @@ not its checksum).
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from python_hooks.evolution.staging_views import StagingViews, project_code
+from python_hooks.evolution.staging_views import StagingViews, fingerprint, project_code
 
 UNCHANGED_VARIABLE = "CDC_SEEDS_UNCHANGED"  # read by macros/spark/seed.sql: cdc_seed_unchanged
 STATE_FILE = "seeds.json"
@@ -36,19 +34,8 @@ def fingerprints(manifest) -> dict[str, tuple[str, str, str]]:
         if node.resource_type != "seed" or checksum is None or checksum.name != "sha256":
             continue
         code = code or project_code(manifest)
-        config = node.config.to_dict() if hasattr(node.config, "to_dict") else dict(node.config)
-        parts = [
-            node.unique_id,
-            node.relation_name or "",
-            checksum.checksum,
-            json.dumps(config, sort_keys=True, default=str),
-            code,
-        ]
-        found[node.name] = (
-            node.schema,
-            node.alias or node.name,
-            hashlib.sha256("\x1f".join(parts).encode()).hexdigest(),
-        )
+        # what a staging view's fingerprint is made of, the CSV's checksum in place of the raw files' schema
+        found[node.name] = (node.schema, node.alias or node.name, fingerprint(node, checksum.checksum, code, ""))
     return found
 
 

@@ -14,6 +14,7 @@ def _seed(name: str = "codes", checksum: str = "abc", kind: str = "sha256", **co
         unique_id=f"seed.p.{name}",
         resource_type="seed",
         relation_name=f"`s_seeds`.`{name}`",
+        raw_code="",
         checksum=SimpleNamespace(name=kind, checksum=checksum),
         config={"column_types": {}, **config},
         schema="s_seeds",
