@@ -596,9 +596,9 @@ def _embedded_session():
 
 def _plan_states(warehouse: Warehouse, tables, plan: dict[str, dict], blocked: set[str]) -> None:
     """Adds to the plan of each evolved table with files to apply its state (project/iceberg.py:
-    table_states, macros/cdc/publish.sql: cdc_planned_state). On the single-writer target nothing else
-    commits to it until its batch. A table whose state cannot be read this way (not an Iceberg table)
-    leaves every batch to ask for its own."""
+    states_from_metadata, else table_states; macros/cdc/publish.sql: cdc_planned_state). On the single-writer
+    target nothing else commits to it until its batch. A table whose state cannot be read this way (not an
+    Iceberg table) leaves every batch to ask for its own."""
     planned = [
         t
         for t in tables

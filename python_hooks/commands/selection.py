@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from python_hooks.project.tables import CdcTable
+from python_hooks.project.tables import CdcTable, tests_reading_only
 
 # The contract columns a batch fills (staging and current state): never null once the batch is applied.
 # _cdc_op, _cdc_ts, _cdc_seq: a batch with a null one is refused before any write (macros/cdc/validation.sql);
@@ -97,11 +97,7 @@ META_SOURCE = "cdc_meta"  # models/pipeline/_cdc_meta__sources.yml: the batch lo
 def meta_tests(manifest) -> set[str]:
     """The data tests that read only the pipeline's own tables (sources of META_SOURCE)."""
     meta = {uid for uid, source in manifest.sources.items() if source.source_name == META_SOURCE}
-    return {
-        node.name
-        for node in manifest.nodes.values()
-        if node.resource_type == "test" and node.depends_on.nodes and set(node.depends_on.nodes) <= meta
-    }
+    return set(tests_reading_only(manifest, meta).values())
 
 
 SELECTING = ("--select", "-s", "--models", "-m", "--selector")

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from python_hooks.evolution.staging_views import StagingViews, fingerprint, project_code
+from python_hooks.project.tables import tests_reading_only
 
 UNCHANGED_VARIABLE = "CDC_SEEDS_UNCHANGED"  # read by macros/spark/seed.sql: cdc_seed_unchanged
 STATE_FILE = "seeds.json"
@@ -48,11 +49,7 @@ def unchanged(state_dir: Path, found: Mapping[str, tuple[str, str, str]]) -> set
 def own_tests(manifest, seeds: set[str]) -> dict[str, str]:
     """test unique_id -> test name, for the data tests that read only seeds among `seeds`."""
     ids = {uid for uid, node in manifest.nodes.items() if node.resource_type == "seed" and node.name in seeds}
-    return {
-        uid: node.name
-        for uid, node in manifest.nodes.items()
-        if node.resource_type == "test" and node.depends_on.nodes and set(node.depends_on.nodes) <= ids
-    }
+    return tests_reading_only(manifest, ids)
 
 
 def record(state_dir: Path, manifest, found: Mapping[str, tuple[str, str, str]], result) -> None:

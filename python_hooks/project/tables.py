@@ -93,3 +93,12 @@ def cdc_tables(manifest) -> list[CdcTable]:
             )
         )
     return sorted(tables, key=lambda t: t.model)
+
+
+def tests_reading_only(manifest, parents: set[str]) -> dict[str, str]:
+    """test unique_id -> test name, for the data tests every parent of which is among `parents` (unique ids)."""
+    return {
+        uid: node.name
+        for uid, node in manifest.nodes.items()
+        if node.resource_type == "test" and node.depends_on.nodes and set(node.depends_on.nodes) <= parents
+    }

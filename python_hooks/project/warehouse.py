@@ -51,8 +51,6 @@ class Warehouse:
     _snapshots: dict[str, str | None] | None = field(default=None, repr=False)
     # per schema (lower case): its tables' columns as one listing reported them (`listed_columns`)
     _columns: dict[str, dict[str, list[tuple[str, str]]]] = field(default_factory=dict, repr=False)
-    # per schema (lower case): where each Iceberg table's metadata file was at that listing (`listed_metadata`)
-    _metadata: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
     # per schema (lower case): the rows of a listing that succeeded, [namespace, tableName, isTemporary, information]
     _listings: dict[str, list[list]] = field(default_factory=dict, repr=False)
 
@@ -114,7 +112,6 @@ class Warehouse:
         if tables_changed:
             self._tables.clear()
             self._columns.clear()
-            self._metadata.clear()
             self._listings.clear()
         self._snapshots = None
         with self.adapter.connection_named("python_hooks"):
@@ -188,19 +185,12 @@ class Warehouse:
                     [row.get("namespace"), row.get("tableName"), bool(row.get("isTemporary")), row.get("information")]
                     for row in rows
                 ]
-            listed, metadata = {}, {}
+            listed = {}
             for row in rows:
-                if row.get("isTemporary"):
-                    continue
-                information = str(row.get("information") or "")
-                columns = iceberg_columns(information)
-                if columns is not None:
+                columns = iceberg_columns(str(row.get("information") or ""))
+                if columns is not None and not row.get("isTemporary"):
                     listed[str(row["tableName"]).lower()] = columns
-                found = METADATA_LOCATION.search(information)
-                if found:
-                    metadata[str(row["tableName"]).lower()] = found[1]
             self._columns[key] = listed
-            self._metadata[key] = metadata
         return self._columns[key]
 
     def listings(self) -> dict[str, list[list]]:
@@ -216,7 +206,12 @@ class Warehouse:
         property), by table (lower case), from the same listing as `listed_columns` (no statement when it
         was listed since the last `execute`). Empty when the listing fails."""
         self.listed_columns(schema)
-        return self._metadata.get(schema.lower(), {})
+        located = {}
+        for _, name, temporary, information in self._listings.get(schema.lower(), []):
+            found = None if temporary else METADATA_LOCATION.search(str(information or ""))
+            if found:
+                located[str(name).lower()] = found[1]
+        return located
 
     def close(self) -> None:
         self.adapter.cleanup_connections()
