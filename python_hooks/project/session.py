@@ -67,8 +67,8 @@ class Session:
         runner = runner if runner is not None else dbt_runner()
         manifest = parse(runner, dbt_args, quiet)
         warehouse = Warehouse.open(dbt_args)
-        if meta_tables and not set(META_TABLES) <= warehouse.tables(warehouse.meta_schema):
-            # one listing of the meta schema says whether any is missing; only then a dbt operation
+        if meta_tables and not warehouse.has_meta_tables(META_TABLES):
+            # one query of their snapshots says they all exist; only when one is missing, a dbt operation
             warehouse.close()
             create_meta_tables(runner, dbt_args, quiet)
             warehouse = Warehouse.open(dbt_args)

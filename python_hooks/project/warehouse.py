@@ -46,6 +46,8 @@ class Warehouse:
     target: str
     schema: str
     _tables: dict[str, set[str]] = field(default_factory=dict, repr=False)
+    # per schema (lower case): tables a query just read, so they exist, though the schema was not listed
+    _read: dict[str, set[str]] = field(default_factory=dict, repr=False)
     # the schemas a listing found, lower case (kept across `execute`: the hooks drop no schema)
     existing_schemas: set[str] = field(default_factory=set, repr=False)
     _snapshots: dict[str, str | None] | None = field(default=None, repr=False)
@@ -111,6 +113,7 @@ class Warehouse:
         asked again); an INSERT or a procedure call keeps them."""
         if tables_changed:
             self._tables.clear()
+            self._read.clear()
             self._columns.clear()
             self._listings.clear()
         self._snapshots = None
@@ -136,18 +139,38 @@ class Warehouse:
         return self._tables[key]
 
     def table_exists(self, schema: str, identifier: str) -> bool:
+        if identifier.lower() in self._read.get(schema.lower(), ()):
+            return True
         return identifier.lower() in self.tables(schema)
+
+    def has_meta_tables(self, names: Sequence[str]) -> bool:
+        """Whether every meta table of `names` exists. Asked with the query of `meta_snapshots`, which then
+        reads all of them: when it answers, they exist, and a run needs no listing of the meta schema; when it
+        fails (a table or the schema is missing, on a new warehouse), one listing says which."""
+        meta = self.meta_schema.lower()
+        if self._snapshots is None and meta not in self._tables:
+            ordered = [*SNAPSHOT_TABLES, *(name for name in names if name not in SNAPSHOT_TABLES)]
+            try:
+                row = self.query("select " + ", ".join(self._newest_snapshot(name) for name in ordered))[0]
+            except Exception:  # noqa: BLE001 - a table or the schema missing: the listing below says which
+                pass
+            else:
+                self.existing_schemas.add(meta)
+                self._read.setdefault(meta, set()).update(name.lower() for name in ordered)
+                newest = dict(zip(ordered, row, strict=True))
+                self._snapshots = {name: None if newest[name] is None else str(newest[name]) for name in SNAPSHOT_TABLES}
+                return True
+        return all(self.table_exists(self.meta_schema, name) for name in names)
+
+    def _newest_snapshot(self, name: str) -> str:
+        return f"(select max(snapshot_id) from {quoted_relation(self.meta_schema, name)}.refs where name = 'main')"
 
     def meta_snapshots(self) -> dict[str, str | None]:
         """The newest snapshot id (text; None before the first commit) of each meta table of SNAPSHOT_TABLES that
         exists, all in one query, kept until the next `execute` (which may commit to one of them)."""
         if self._snapshots is None:
             names = [name for name in SNAPSHOT_TABLES if self.table_exists(self.meta_schema, name)]
-            parts = [
-                f"(select max(snapshot_id) from {quoted_relation(self.meta_schema, name)}.refs where name = 'main')"
-                for name in names
-            ]
-            row = self.query("select " + ", ".join(parts))[0] if parts else ()
+            row = self.query("select " + ", ".join(self._newest_snapshot(name) for name in names))[0] if names else ()
             self._snapshots = {name: None if v is None else str(v) for name, v in zip(names, row, strict=True)}
         return self._snapshots
 

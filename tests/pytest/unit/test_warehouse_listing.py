@@ -62,3 +62,49 @@ def test_the_information_handed_to_dbt_keeps_what_its_cache_reads_and_is_small()
     assert "current-schema" not in kept and "Schema: root" not in kept and len(kept) < 250
     assert "Type: VIEW" in relation_information(view) and "View Text" not in relation_information(view)
     assert "ICEBERG" not in relation_information(view)
+
+
+class _Adapter:
+    """Answers `show tables` from `tables`, and a query of `.refs` when every table it reads exists."""
+
+    def __init__(self, tables: set[str]) -> None:
+        self.tables, self.statements = tables, []
+
+    def connection_named(self, name):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def execute(self, sql: str, fetch: bool = False):
+        import re
+        from types import SimpleNamespace
+
+        self.statements.append(sql)
+        if sql.startswith("show tables in"):
+            rows = [("s_cdc_meta", name, False) for name in sorted(self.tables)]
+            return None, SimpleNamespace(rows=rows, column_names=["namespace", "tableName", "isTemporary"])
+        read = re.findall(r"`s_cdc_meta`\.`(\w+)`\.refs", sql)
+        missing = [name for name in read if name not in self.tables]
+        if missing:
+            raise RuntimeError(f"[TABLE_OR_VIEW_NOT_FOUND] {missing[0]}")
+        return None, SimpleNamespace(rows=[tuple(len(name) for name in read)], column_names=read)
+
+
+def test_one_query_of_the_meta_tables_snapshots_says_they_exist_and_a_listing_only_when_one_is_missing():
+    from python_hooks.project.meta import META_TABLES, SNAPSHOT_TABLES
+    from python_hooks.project.warehouse import Warehouse
+
+    adapter = _Adapter(set(META_TABLES) | {"landing__probe"})
+    warehouse = Warehouse(adapter, "local", "s")
+    assert warehouse.has_meta_tables(META_TABLES)
+    assert warehouse.table_exists("s_cdc_meta", SNAPSHOT_TABLES[0])
+    assert warehouse.meta_snapshots() == {name: str(len(name)) for name in SNAPSHOT_TABLES}
+    assert len(adapter.statements) == 1 and "s_cdc_meta" in warehouse.existing_schemas
+    assert warehouse.table_exists("s_cdc_meta", "landing__probe")  # a table the query did not read: listed
+    assert adapter.statements[1] == "show tables in `s_cdc_meta`"
+
+    adapter = _Adapter(set(META_TABLES) - {META_TABLES[-1]})
+    warehouse = Warehouse(adapter, "local", "s")
+    assert not warehouse.has_meta_tables(META_TABLES)
+    assert [s.split(" ", 1)[0] for s in adapter.statements] == ["select", "show"]
+    assert warehouse.meta_snapshots() == {name: str(len(name)) for name in SNAPSHOT_TABLES}
