@@ -157,8 +157,8 @@ class Warehouse:
             else:
                 self.existing_schemas.add(meta)
                 self._read.setdefault(meta, set()).update(name.lower() for name in ordered)
-                newest = dict(zip(ordered, row, strict=True))
-                self._snapshots = {name: None if newest[name] is None else str(newest[name]) for name in SNAPSHOT_TABLES}
+                newest = {name: None if v is None else str(v) for name, v in zip(ordered, row, strict=True)}
+                self._snapshots = {name: newest[name] for name in SNAPSHOT_TABLES}
                 return True
         return all(self.table_exists(self.meta_schema, name) for name in names)
 
