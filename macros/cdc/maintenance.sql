@@ -3,14 +3,20 @@
     A merge-on-read MERGE writes the changed rows to new data files and marks the old rows deleted
     in position-delete files; every read then applies those deletes. As batches add up, reads pay
     for more and more of them, so after a batch the table is compacted once the deleted rows pass
-    a fraction of the table, or the delete files a count (model config `cdc_compaction`,
+    a fraction of the table and a count, or the delete files a count (model config `cdc_compaction`,
     dbt_project.yml):
 
         +cdc_compaction:
           deleted_rows_fraction: 0.10   # position-deleted rows / data rows
+          min_deleted_rows: 10000       # and at least this many (CDC_COMPACTION_MIN_DELETED_ROWS)
           delete_files: 100             # delete files behind the current snapshot
           meta_files: 50                # this model's files in cdc_tombstones / cdc_file_ledger / cdc_batch_log
           # enabled: false              # e.g. when an external maintenance job compacts
+
+    `min_deleted_rows`: a read applies a few thousand position deletes in no time, so a small table
+    is not compacted for its share of deleted rows (it was two commits and a job every few batches
+    for the demo's tables, which read no faster after it); its delete files still count, and
+    `make maintain` compacts every table that has any.
 
     Compaction rewrites the data files that have deletes (`rewrite_data_files`, which with
     random keys is most of the table: the cost of a copy-on-write batch, paid once every few
@@ -23,7 +29,8 @@
     orphan-file removal, by each model's `cdc_retention`, and runs `cdc_compact_current_state`. -#}
 
 {% macro cdc_compaction_settings() -%}
-    {%- set defaults = {'enabled': true, 'deleted_rows_fraction': 0.10, 'delete_files': 100, 'meta_files': 50} -%}
+    {%- set defaults = {'enabled': true, 'deleted_rows_fraction': 0.10, 'delete_files': 100, 'meta_files': 50,
+        'min_deleted_rows': env_var('CDC_COMPACTION_MIN_DELETED_ROWS', '10000') | int} -%}
     {%- set settings = config.get('cdc_compaction') or {} -%}
     {%- set merged = {} -%}
     {%- do merged.update(defaults) -%}
@@ -87,7 +94,8 @@
     {%- endif -%}
     {{ return(
         layout.delete_files >= settings.delete_files
-        or layout.deleted_rows >= settings.deleted_rows_fraction * [layout.data_rows, 1] | max
+        or layout.deleted_rows >= [settings.deleted_rows_fraction * [layout.data_rows, 1] | max,
+                                   settings.min_deleted_rows | int] | max
     ) }}
 {%- endmacro %}
 

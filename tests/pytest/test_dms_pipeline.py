@@ -63,9 +63,20 @@ def lake(dbt, spark, tmp_path_factory):
     """All DMS stages landed one by one, with a dbt run after each; per-stage results recorded."""
     landing = tmp_path_factory.mktemp("dms_landing")
     schema = "dms_lake"
-    stages = record_stages(
-        dbt, spark, landing, schema, dms.write_stage, dms.STAGES, all_actual, all_expected, select=SELECT, status=True
-    )
+    with pytest.MonkeyPatch.context() as patch:  # the sample's small tables compacted for their share of deletes
+        patch.setenv("CDC_COMPACTION_MIN_DELETED_ROWS", "0")
+        stages = record_stages(
+            dbt,
+            spark,
+            landing,
+            schema,
+            dms.write_stage,
+            dms.STAGES,
+            all_actual,
+            all_expected,
+            select=SELECT,
+            status=True,
+        )
     return {"landing": landing, "schema": schema, "stages": stages, "batch_log": batch_log(spark, schema)}
 
 
@@ -100,9 +111,10 @@ def test_hard_cases_by_value(lake, spark):
 
 def test_batches_are_merge_on_read_and_compaction_keeps_deletes_bounded(lake, spark):
     """Current-state tables are merge-on-read (dbt_project.yml): a batch wrote position deletes
-    instead of rewriting the table, and the post-hook compacted a table once its deleted rows
-    passed the model's cdc_compaction threshold (10%), so after every run each table is back
-    under it. The whole-table comparisons of every stage ran on these compacted tables."""
+    instead of rewriting the table, and the batch compacted a table once its deleted rows
+    passed the model's cdc_compaction threshold (10%; here with no minimum count, the `lake`
+    fixture), so after every run each table is back under it. The whole-table comparisons of
+    every stage ran on these compacted tables."""
     schema = lake["schema"]
     for table in dms.TABLES:
         relation = current(schema, table)

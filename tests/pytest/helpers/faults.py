@@ -108,7 +108,14 @@ def fault_process(
     """helpers/fault_run.py on the landing folder tmp_path/landing, in a process group of its own
     (a kill takes its embedded Spark JVM too), with `environ` (the target's); `kill_at`: CDC_KILL_AT of
     its last run, a `during_*` point killed 1 s after it is reached."""
-    environ = {**environ, "PYTHONPATH": import_path(dict(environ)), "CDC_KILL_DELAY": "1"}
+    # CDC_COMPACTION_MIN_DELETED_ROWS=0: the sample's small tables are compacted for their share of deleted rows, so a
+    # run reaches the point during_compaction (macros/cdc/maintenance.sql)
+    environ = {
+        "CDC_COMPACTION_MIN_DELETED_ROWS": "0",
+        **environ,
+        "PYTHONPATH": import_path(dict(environ)),
+        "CDC_KILL_DELAY": "1",
+    }
     environ.pop("CDC_KILL_AT", None)
     command = [sys.executable, *HELPER, "--landing", str(tmp_path / "landing"), "--schema", schema]
     target = tmp_path / f"target-{time.monotonic_ns()}"
