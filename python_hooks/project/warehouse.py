@@ -151,28 +151,35 @@ class Warehouse:
         if self._snapshots is None and meta not in self._tables:
             ordered = [*SNAPSHOT_TABLES, *(name for name in names if name not in SNAPSHOT_TABLES)]
             try:
-                row = self.query("select " + ", ".join(self._newest_snapshot(name) for name in ordered))[0]
+                newest = self._newest_snapshots(ordered)
             except Exception:  # noqa: BLE001 - a table or the schema missing: the listing below says which
                 pass
             else:
                 self.existing_schemas.add(meta)
                 self._read.setdefault(meta, set()).update(name.lower() for name in ordered)
-                newest = {name: None if v is None else str(v) for name, v in zip(ordered, row, strict=True)}
                 self._snapshots = {name: newest[name] for name in SNAPSHOT_TABLES}
                 return True
         return all(self.table_exists(self.meta_schema, name) for name in names)
-
-    def _newest_snapshot(self, name: str) -> str:
-        return f"(select max(snapshot_id) from {quoted_relation(self.meta_schema, name)}.refs where name = 'main')"
 
     def meta_snapshots(self) -> dict[str, str | None]:
         """The newest snapshot id (text; None before the first commit) of each meta table of SNAPSHOT_TABLES that
         exists, all in one query, kept until the next `execute` (which may commit to one of them)."""
         if self._snapshots is None:
-            names = [name for name in SNAPSHOT_TABLES if self.table_exists(self.meta_schema, name)]
-            row = self.query("select " + ", ".join(self._newest_snapshot(name) for name in names))[0] if names else ()
-            self._snapshots = {name: None if v is None else str(v) for name, v in zip(names, row, strict=True)}
+            self._snapshots = self._newest_snapshots(
+                [name for name in SNAPSHOT_TABLES if self.table_exists(self.meta_schema, name)]
+            )
         return self._snapshots
+
+    def _newest_snapshots(self, names: Sequence[str]) -> dict[str, str | None]:
+        """One query: the newest snapshot id of each meta table of `names` (text; None before its first commit)."""
+        if not names:
+            return {}
+        parts = [
+            f"(select max(snapshot_id) from {quoted_relation(self.meta_schema, name)}.refs where name = 'main')"
+            for name in names
+        ]
+        row = self.query("select " + ", ".join(parts))[0]
+        return {name: None if v is None else str(v) for name, v in zip(names, row, strict=True)}
 
     def columns(self, schema: str, identifier: str) -> list[tuple[str, str]] | None:
         """(name, Spark type) of a table's columns; None when it does not exist. An Iceberg table's come
