@@ -50,7 +50,7 @@ from python_hooks import objectstore
 from python_hooks.commands.add_source import run_add_source
 from python_hooks.commands.docs import build_docs
 from python_hooks.commands.environment import env_lines
-from python_hooks.commands.live_compare import run_compare
+from python_hooks.commands.live_compare import run_compare, run_drop_snapshots
 from python_hooks.commands.live_demo import run_demo
 from python_hooks.commands.loop import loop
 from python_hooks.commands.maintain import run_maintenance
@@ -328,6 +328,14 @@ def live_compare(target: str | None) -> None:
     table: the same keys, columns of the mapped types, every value equal (python_hooks/live/compare.py).
     One line per table; exit status 1 on a difference. After the workload, `live drain` and a run."""
     sys.exit(0 if run_compare(live_source.config_from_env(), target_args(target)) else 1)
+
+
+@live.command("drop-snapshots")
+@target_option
+def live_drop_snapshots(target: str | None) -> None:
+    """Drop the dbt snapshots built on the live tables, so that their history starts again at the next run
+    (a fresh live database: `live demo` calls it first). The other snapshots stay."""
+    sys.exit(0 if run_drop_snapshots(live_source.config_from_env(), target_args(target)) else 1)
 
 
 @live.command("demo")

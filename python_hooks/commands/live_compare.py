@@ -15,6 +15,7 @@ import psycopg
 from python_hooks.live.compare import SnapshotComparison, TableComparison, compare_snapshot, compare_table
 from python_hooks.live.config import LiveConfig
 from python_hooks.project.session import Session, SessionError
+from python_hooks.project.sql import quoted_relation
 from python_hooks.project.tables import CdcTable, cdc_tables
 
 log = logging.getLogger("python_hooks.live")
@@ -63,27 +64,43 @@ def live_models(config: LiveConfig, manifest) -> dict[str, CdcTable]:
     return found
 
 
-def compare_live_snapshots(session: Session, config: LiveConfig) -> list[SnapshotComparison]:
-    """One comparison per dbt snapshot built on a live current-state table (through models between
-    them, e.g. `shop_customer_snapshot` over `int_shop__customer_versions` over `shop__customer`)."""
+def live_snapshots(session: Session, config: LiveConfig) -> list[tuple[object, CdcTable]]:
+    """The dbt snapshots built on one live current-state table each (through models between them,
+    e.g. `shop_customer_snapshot` over `int_shop__customer_versions` over `shop__customer`), with it."""
     models = {t.model: t for t in live_models(config, session.manifest).values()}
-    results = []
+    found = []
     for node in session.manifest.nodes.values():
         if node.resource_type != "snapshot":
             continue
         followed = _live_ancestors(session.manifest, node, set(models))
-        if len(followed) != 1:
-            continue  # not on a live table, or on several (a join): nothing one table can say
-        table = models[followed.pop()]
-        results.append(
-            compare_snapshot(
-                session.warehouse,
-                (node.schema, node.alias or node.name),
-                (table.schema, table.identifier),
-                table.keys,
-            )
+        if len(followed) == 1:  # not on a live table, or on several (a join): nothing one table can say
+            found.append((node, models[followed.pop()]))
+    return found
+
+
+def compare_live_snapshots(session: Session, config: LiveConfig) -> list[SnapshotComparison]:
+    """One comparison per dbt snapshot built on a live current-state table."""
+    return [
+        compare_snapshot(
+            session.warehouse,
+            (node.schema, node.alias or node.name),
+            (table.schema, table.identifier),
+            table.keys,
         )
-    return results
+        for node, table in live_snapshots(session, config)
+    ]
+
+
+def drop_live_snapshots(session: Session, config: LiveConfig) -> list[str]:
+    """Drops the snapshots of the live tables (a fresh database's history starts again; an earlier
+    demo's snapshot may hold columns this one's source no longer has). The relations dropped."""
+    dropped = []
+    for node, _table in live_snapshots(session, config):
+        name = node.alias or node.name
+        if session.warehouse.table_exists(node.schema, name):
+            session.warehouse.execute(f"drop table if exists {quoted_relation(node.schema, name)}")
+            dropped.append(f"{node.schema}.{name}")
+    return dropped
 
 
 def _live_ancestors(manifest, node, live_models: set[str]) -> set[str]:
@@ -114,3 +131,19 @@ def run_compare(config: LiveConfig, dbt_args: Sequence[str]) -> bool:
     for result in results:
         (log.info if result.equal else log.error)("live compare: %s", result.line())
     return all(result.equal for result in results)
+
+
+def run_drop_snapshots(config: LiveConfig, dbt_args: Sequence[str]) -> bool:
+    """`live drop-snapshots`: one line per snapshot dropped, or one saying there was none."""
+    os.environ[LIVE_MODELS] = "1"
+    try:
+        session = Session.start(dbt_args)
+    except SessionError as error:
+        raise SystemExit(str(error)) from error
+    with session:
+        dropped = drop_live_snapshots(session, config)
+    for relation in dropped:
+        log.info("live: dropped the snapshot %s (its history starts again at the next run)", relation)
+    if not dropped:
+        log.info("live: no snapshot of a live table to drop")
+    return True
