@@ -38,7 +38,7 @@ class SqlProfile:
     next statement's start in the same thread (dbt runs each node in one of its threads and sends its
     events from there): it includes fetching the result (Spark runs a query lazily, when dbt fetches
     it) and the Jinja in between. A node's last one ends when the node finishes; a statement of the run
-    (no node: the hooks', dbt's metadata) when a node starts, since its thread then waits for the nodes,
+    (no node, or a hook's: the hooks', dbt's metadata) when a node starts, since its thread then waits for the nodes,
     or when the caller says a dbt command starts (`close`); a thread's last one when the invocation
     returns."""
 
@@ -70,7 +70,7 @@ class SqlProfile:
         elif name == "NodeStart":
             now = time.perf_counter()
             for statement in self._open.values():
-                if not statement.node:
+                if _of_the_run(statement.node):
                     self._end(statement, now)
 
     @staticmethod
@@ -83,6 +83,12 @@ class SqlProfile:
             self._end(statement, at)
 
 
+def _of_the_run(node: str) -> bool:
+    """A statement of the run, not of a model, test, snapshot or seed: the hooks' (dbt's on-run-start and
+    on-run-end statements carry their hook's node, `operation.<project>.<hook>`) and dbt's metadata (none)."""
+    return not node or node.startswith("operation.")
+
+
 def statement_counts(statements: list[Statement], models: list[str]) -> dict:
     """What a run sent, counted as tests/pytest/test_statement_budget.py counts it: statements in all, the
     run's own (hooks, plan, dbt's metadata, accounting: no node), the most any of `models` (current-state
@@ -93,7 +99,7 @@ def statement_counts(statements: list[Statement], models: list[str]) -> dict:
     nodes = [per_node.get(node, 0) for node in per_node if node.startswith("model.") and node.split(".")[-1] in models]
     return {
         "statements": len(statements),
-        "run_statements": per_node.get("", 0),
+        "run_statements": sum(n for node, n in per_node.items() if _of_the_run(node)),
         "node_statements_max": max(nodes, default=0),
         "test_statements": sum(n for node, n in per_node.items() if node.startswith("test.")),
     }
