@@ -26,12 +26,8 @@ LIVE_MODELS = "CDC_LIVE"  # dbt_project.yml builds the live source's models only
 def compare_live(config: LiveConfig, dbt_args: Sequence[str], session: Session | None = None) -> list[TableComparison]:
     """One comparison per live table; a table without a current-state model is a difference too.
     `session`: the caller's (a test's, in its process), parsed with the live models enabled."""
-    os.environ[LIVE_MODELS] = "1"
     own = session is None
-    try:
-        session = session or Session.start(dbt_args)
-    except SessionError as error:
-        raise SystemExit(str(error)) from error
+    session = session or live_session(dbt_args)
     try:
         models = live_models(config, session.manifest)
         results = []
@@ -119,14 +115,18 @@ def _live_ancestors(manifest, node, live_models: set[str]) -> set[str]:
     return found
 
 
-def run_compare(config: LiveConfig, dbt_args: Sequence[str]) -> bool:
-    """The comparison's lines (logged); True when every table and snapshot is equal."""
+def live_session(dbt_args: Sequence[str]) -> Session:
+    """A session parsed with the live models enabled; SystemExit with dbt's reason when it cannot start."""
     os.environ[LIVE_MODELS] = "1"
     try:
-        session = Session.start(dbt_args)
+        return Session.start(dbt_args)
     except SessionError as error:
         raise SystemExit(str(error)) from error
-    with session:
+
+
+def run_compare(config: LiveConfig, dbt_args: Sequence[str]) -> bool:
+    """The comparison's lines (logged); True when every table and snapshot is equal."""
+    with live_session(dbt_args) as session:
         results = [*compare_live(config, dbt_args, session=session), *compare_live_snapshots(session, config)]
     for result in results:
         (log.info if result.equal else log.error)("live compare: %s", result.line())
@@ -135,12 +135,7 @@ def run_compare(config: LiveConfig, dbt_args: Sequence[str]) -> bool:
 
 def run_drop_snapshots(config: LiveConfig, dbt_args: Sequence[str]) -> bool:
     """`live drop-snapshots`: one line per snapshot dropped, or one saying there was none."""
-    os.environ[LIVE_MODELS] = "1"
-    try:
-        session = Session.start(dbt_args)
-    except SessionError as error:
-        raise SystemExit(str(error)) from error
-    with session:
+    with live_session(dbt_args) as session:
         dropped = drop_live_snapshots(session, config)
     for relation in dropped:
         log.info("live: dropped the snapshot %s (its history starts again at the next run)", relation)
