@@ -69,7 +69,7 @@ def live_snapshots(session: Session, config: LiveConfig) -> list[tuple[object, C
         if node.resource_type != "snapshot":
             continue
         followed = _live_ancestors(session.manifest, node, set(models))
-        if len(followed) == 1:  # not on a live table, or on several (a join): nothing one table can say
+        if len(followed) == 1:  # on no live table, or on several (a join), there is nothing one table can say
             found.append((node, models[followed.pop()]))
     return found
 

@@ -32,8 +32,12 @@ PAUSE = 0.5  # seconds after each of the workload's random transactions
 LIVE_ONLY = ("--select", "source:shop+")  # the runs build the live source's models only
 
 
+def _command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "python_hooks", *args]
+
+
 def _pipeline(*args: str) -> list[str]:
-    return [sys.executable, "-m", "python_hooks", "run", *args]
+    return _command("run", *args)
 
 
 def run_demo(config: LiveConfig, every: float, minutes: float, dbt_args: Sequence[str], seed: int = 28) -> bool:
@@ -47,7 +51,7 @@ def run_demo(config: LiveConfig, every: float, minutes: float, dbt_args: Sequenc
     # An earlier demo's snapshots hold its database's history (and maybe columns this one's has not):
     # dropped, so that the first run starts them again from this database. (In a process of its own: on
     # the embedded target, this one's Spark would hold the warehouse until it ends.)
-    if subprocess.run([sys.executable, "-m", "python_hooks", "live", "drop-snapshots", *dbt_args]).returncode != 0:
+    if subprocess.run(_command("live", "drop-snapshots", *dbt_args)).returncode != 0:
         raise SystemExit("live demo: the live tables' snapshots could not be dropped (see above)")
     loop = None
     signal.signal(signal.SIGTERM, _stop)  # so that `finally` stops what was started
