@@ -83,6 +83,10 @@ class SqlProfile:
             self._end(statement, at)
 
 
+# The nodes whose statements are not the run's own, as the budget test counts them (a seed's count as the run's).
+NODE_STATEMENTS = ("model.", "test.", "snapshot.")
+
+
 def _of_the_run(node: str) -> bool:
     """A statement of the run, not of a model, test, snapshot or seed: the hooks' (dbt's on-run-start and
     on-run-end statements carry their hook's node, `operation.<project>.<hook>`) and dbt's metadata (none)."""
@@ -91,15 +95,15 @@ def _of_the_run(node: str) -> bool:
 
 def statement_counts(statements: list[Statement], models: list[str]) -> dict:
     """What a run sent, counted as tests/pytest/test_statement_budget.py counts it: statements in all, the
-    run's own (hooks, plan, dbt's metadata, accounting: no node), the most any of `models` (current-state
-    model nodes, by name) sent, and the data tests'."""
+    run's own (every statement not of a model, test or snapshot node: hooks, plan, dbt's metadata, accounting),
+    the most any of `models` (current-state model nodes, by name) sent, and the data tests'."""
     per_node: dict[str, int] = {}
     for statement in statements:
         per_node[statement.node] = per_node.get(statement.node, 0) + 1
     nodes = [per_node.get(node, 0) for node in per_node if node.startswith("model.") and node.split(".")[-1] in models]
     return {
         "statements": len(statements),
-        "run_statements": sum(n for node, n in per_node.items() if _of_the_run(node)),
+        "run_statements": sum(n for node, n in per_node.items() if not node.startswith(NODE_STATEMENTS)),
         "node_statements_max": max(nodes, default=0),
         "test_statements": sum(n for node, n in per_node.items() if node.startswith("test.")),
     }
