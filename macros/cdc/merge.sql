@@ -72,13 +72,12 @@
     {%- set tombstones = '(select * from ' ~ tombstone_table ~ ' where model_name = ' ~ model_name
         ~ (' and false' if into_empty else '') ~ ')' -%}
     {#- The table as the batch finds it (step 5 reads it at that snapshot): from the run's plan, else
-        asked. On the single-writer target, a small table (its data files within
-        cdc_one_merge_max_bytes) takes the whole batch in one MERGE (step 6), and its last changes are
-        classified against the table in the same query as the validation (`classified_now`: no query
-        of its own). -#}
+        asked. A small table (its data files within cdc_one_merge_max_bytes) takes the whole batch in
+        one MERGE (step 6), and its last changes are classified against the table at that snapshot in
+        the same query as the validation (`classified_now`: no query of its own). -#}
     {%- set state = none if into_empty else (cdc_planned_state(target.identifier) or cdc_table_state(target)) -%}
     {%- set single_writer = cdc_single_writer() -%}
-    {%- set one_merge = cdc_write_path(state, single_writer) == 'merge' -%}
+    {%- set one_merge = cdc_write_path(state) == 'merge' -%}
     {%- set batch_bytes = cdc_run_plan().get(target.identifier, {}).get('bytes') -%}
     {%- set uncached = one_merge and batch_bytes is not none and batch_bytes <= cdc_uncached_batch_max_bytes() -%}
     {%- set named_reads = '' -%}
@@ -172,11 +171,11 @@
     {%- do cdc_drop_stale_branches(target, state.branches, 0 if single_writer else 3600) -%}
     {%- set read_snapshot = state.snapshot -%}
     {#- The one MERGE takes inserts too: its outer join then broadcasts the table, one commit
-        publishes the batch, no branch is needed, and the comparison is not cached (the MERGE
-        repeats it on the rows it joins). A larger table keeps the append + matched-only MERGE (6),
-        which never shuffles the table. Not on a shared target: there another run could commit
-        between the comparison and the MERGE, and the batch log would count what that run applied;
-        the branch's publish check (cdc_publish_branch) catches it. -#}
+        publishes the batch, and the comparison is not cached (the MERGE repeats it on the rows it
+        joins). A larger table keeps the append + matched-only MERGE (6), which never shuffles the
+        table. On a shared target another run could commit between the comparison and the MERGE,
+        and the batch log would count what that run applied: there a batch with new keys is written
+        to a branch on either path, and the branch's publish check (cdc_publish_branch) catches it. -#}
     {%- if not one_merge -%}
         {%- do cdc_execute('cache table ' ~ classified ~ ' as ' ~ effective_sql) -%}
         {%- do record.views.append('classified') -%}
@@ -228,10 +227,25 @@
            comparison in its conditions, on the rows it joins. -#}
     {%- set values = cdc_merge_values(target_columns, source_columns) -%}
     {%- if one_merge -%}
+        {#- On a shared target, a batch with new keys is merged on a branch made from `read_snapshot`
+            and published only if main is still that snapshot: its counts were classified against it
+            (`classified_now`), and another run's commit meanwhile would make them count what that run
+            applied. Without new keys the MERGE changes only rows it joins, as on the split path. -#}
+        {%- set on_branch = not single_writer and inserts and read_snapshot is not none -%}
+        {%- set branch = cdc_batch_branch(target) if on_branch else none -%}
+        {%- if on_branch -%}
+            {%- do cdc_execute('alter table ' ~ target ~ ' create branch ' ~ cdc_quote(branch) ~ ' as of version ' ~ read_snapshot) -%}
+            {%- do cdc_fault_point('after_branch_created') -%}
+        {%- endif -%}
         {%- do cdc_pause_point('before_publish') -%}
         {%- do cdc_fault_point('during_merge') -%}
-        {%- do cdc_execute(cdc_merge_matched_sql(target, last, keys, target_columns, values, inserts=inserts, unchanged=unchanged)) -%}
+        {%- do cdc_execute(cdc_merge_matched_sql(target ~ '.' ~ cdc_quote('branch_' ~ branch) if on_branch else target,
+            last, keys, target_columns, values, inserts=inserts, unchanged=unchanged)) -%}
         {%- do cdc_fault_point('after_merge') -%}
+        {%- if on_branch -%}
+            {%- do cdc_publish_branch(target, branch, read_snapshot) -%}
+            {%- do cdc_fault_point('after_publish') -%}
+        {%- endif -%}
         {%- if deletes -%}
             {%- do cdc_record_tombstones(target, last, record) -%}
             {%- do cdc_fault_point('after_tombstones') -%}
@@ -271,22 +285,22 @@
 {% endmacro %}
 
 
-{% macro cdc_write_path(state, single_writer) -%}
-    {#- Pure, from facts: which of the two write paths a batch takes (cdc_apply_batch, step 6).
-        - 'merge': one MERGE inserts, updates and deletes, one commit. A table that exists, whose data
-          files are within cdc_one_merge_max_bytes, on the single-writer target (its outer join then
-          broadcasts the table; the batch's counts are classified in the validation's query, which no
-          other writer can make stale).
+{% macro cdc_write_path(state) -%}
+    {#- Pure, from facts: which of the two write paths a batch takes (cdc_apply_batch, step 6), on
+        either target.
+        - 'merge': one MERGE inserts, updates and deletes. A table that exists, whose data files are
+          within cdc_one_merge_max_bytes (its outer join then broadcasts the table; the batch's counts
+          are classified in the validation's query, against the snapshot read).
         - 'split': the new keys are appended and the rows that exist are changed by a MERGE with only
           WHEN MATCHED clauses (an inner join: the batch is broadcast, the table only scanned, so the
-          cost follows the batch at any table size); when a batch has both, or on a shared target, both
-          go to a branch made from the snapshot read, published in one fast-forward. Every other
-          batch: a larger table, any table on a shared target, and a table created empty in this run
-          (a first build or --full-refresh: nothing to compare, every last change is appended).
+          cost follows the batch at any table size); when a batch has both, they go to a branch made
+          from the snapshot read, published in one fast-forward. Every other batch: a larger table, and
+          a table created empty in this run (a first build or --full-refresh: nothing to compare, every
+          last change is appended).
+        On a shared target a batch with new keys is written to a branch on either path (step 6).
         Both run in `make test` on the embedded target (CDC_ONE_MERGE_MAX_BYTES=0 forces 'split':
-        tests/pytest/test_write_paths.py). -#}
-    {%- if state is not none and single_writer and state.snapshot is not none
-            and state.bytes <= cdc_one_merge_max_bytes() -%}
+        tests/pytest/test_write_paths.py) and on the cluster (tests/pytest/test_cluster.py). -#}
+    {%- if state is not none and state.snapshot is not none and state.bytes <= cdc_one_merge_max_bytes() -%}
         {{ return('merge') }}
     {%- endif -%}
     {{ return('split') }}

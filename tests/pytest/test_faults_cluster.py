@@ -6,9 +6,9 @@ free ports, its warehouse on a local S3 server); the sample's stage 1 is applied
 its run meets the fault:
 
   - the client killed: `make run` (helpers/fault_run.py, CDC_TARGET=cluster) kills itself with SIGKILL
-    at each kill point of helpers/faults.py's MERGE_POINTS (on the shared target every batch takes the
-    append + MERGE on a branch, so each of them is reached; test_faults.py runs the embedded target's
-    one-MERGE path besides) and between the two ALTERs of a schema evolution. The cluster builds
+    at each kill point of helpers/faults.py's MERGE_POINTS (on the shared target a batch with new keys
+    is written on a branch: the sample's small tables take the one MERGE there, and the append's points,
+    SPLIT_POINTS, run with CDC_ONE_MERGE_MAX_BYTES=0, so each point is reached) and between the two ALTERs of a schema evolution. The cluster builds
     several models at once (CDC_THREADS, 4): the other CRM model may be anywhere in its batch when the
     kill comes;
   - the Thrift Server killed (SIGKILL of its JVM, from its PID file) one second into the MERGE of
@@ -63,6 +63,7 @@ from helpers.faults import (
     CRM,
     MERGE_POINTS,
     ONE_ROW,
+    SPLIT_POINTS,
     assert_batch_log_never_lies,
     assert_crm_equals_replay,
     assert_killed,
@@ -114,8 +115,10 @@ def _assert_no_lock_and_no_branch_of_the_next_run(cluster: Cluster, schema: str,
 def test_killed_client_is_repaired_by_the_next_run(cluster, schema, tmp_path, point):
     table = MERGE_POINTS[point]
     kill_at = f"{point}:{table}" if table else point
+    # The sample's tables are small: their batches take the one MERGE on a branch; the append's points need 'split'.
+    environ = {**cluster.environ, **({"CDC_ONE_MERGE_MAX_BYTES": "0"} if point in SPLIT_POINTS else {})}
     killed, _ = fault_process(
-        tmp_path, cluster.environ, schema, "--stage", "1", "--stage", "2", "--", *CRM, kill_at=kill_at
+        tmp_path, environ, schema, "--stage", "1", "--stage", "2", "--", *CRM, kill_at=kill_at
     )
     assert_killed(killed, kill_at)
     fault = f"client killed at {point}"
