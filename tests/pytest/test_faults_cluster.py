@@ -8,9 +8,9 @@ its run meets the fault:
   - the client killed: `make run` (helpers/fault_run.py, CDC_TARGET=cluster) kills itself with SIGKILL
     at each kill point of helpers/faults.py's MERGE_POINTS (on the shared target a batch with new keys
     is written on a branch: the sample's small tables take the one MERGE there, and the append's points,
-    SPLIT_POINTS, run with CDC_ONE_MERGE_MAX_BYTES=0, so each point is reached) and between the two ALTERs of a schema evolution. The cluster builds
-    several models at once (CDC_THREADS, 4): the other CRM model may be anywhere in its batch when the
-    kill comes;
+    SPLIT_POINTS, run with CDC_ONE_MERGE_MAX_BYTES=0, so each point is reached) and between the two
+    ALTERs of a schema evolution. The cluster builds several models at once (CDC_THREADS, 4): the other
+    CRM model may be anywhere in its batch when the kill comes;
   - the Thrift Server killed (SIGKILL of its JVM, from its PID file) one second into the MERGE of
     crm__customer_master, then started again by `python -m python_hooks cluster up` (which starts the
     parts that do not run);
@@ -117,9 +117,7 @@ def test_killed_client_is_repaired_by_the_next_run(cluster, schema, tmp_path, po
     kill_at = f"{point}:{table}" if table else point
     # The sample's tables are small: their batches take the one MERGE on a branch; the append's points need 'split'.
     environ = {**cluster.environ, **({"CDC_ONE_MERGE_MAX_BYTES": "0"} if point in SPLIT_POINTS else {})}
-    killed, _ = fault_process(
-        tmp_path, environ, schema, "--stage", "1", "--stage", "2", "--", *CRM, kill_at=kill_at
-    )
+    killed, _ = fault_process(tmp_path, environ, schema, "--stage", "1", "--stage", "2", "--", *CRM, kill_at=kill_at)
     assert_killed(killed, kill_at)
     fault = f"client killed at {point}"
     started = _recover(cluster, schema, tmp_path, fault, point=point)
