@@ -100,13 +100,13 @@
     {%- endif -%}
     {%- set read_as_found = none if state is none else (
         target if state.snapshot is none else '(select * from ' ~ target ~ ' version as of ' ~ state.snapshot ~ ')') -%}
-    {%- set spooled = cdc_tombstones_spooled() -%}
+    {%- set deferred = cdc_accounting_deferred() -%}
     {#- On the 'merge' path, each last change is compared with the table in the same pass (the table's
         rows of the batch's keys, found from the raw events or the cached batch: no second computation
         of the batch). The rows come in file order, sorted here (an ORDER BY would cost Spark two jobs). -#}
     {%- set files = run_query(named_reads ~ cdc_batch_files_sql(changes, keys,
         current_rows=read_as_found if one_merge else none, batch_keys='__cdc_events' if uncached else changes,
-        deletes=spooled)).rows | sort(attribute='_cdc_source_file', case_sensitive=true) -%}
+        deletes=deferred)).rows | sort(attribute='_cdc_source_file', case_sensitive=true) -%}
     {%- set truncate = cdc_validate_batch(target, files, keys, record) -%}
     {%- do cdc_fault_point('after_validate') -%}
     {%- set batch_outcome = cdc_batch_counts(files) -%}
@@ -119,8 +119,9 @@
     {%- set classified_now = cdc_classified_counts(files) if one_merge else none -%}
     {%- set rows_truncated = 0 -%}
     {%- set deletes = batch_outcome.last_deletes > 0 -%}
-    {%- if spooled and deletes and batch_outcome.last_deletes <= cdc_tombstone_literals_max() -%}
-        {#- A few deletes: their tombstones are literals the run inserts (no statement here). -#}
+    {%- if deferred and deletes and batch_outcome.last_deletes <= cdc_tombstone_literals_max() -%}
+        {#- A few deletes, in `make run` (either target): their tombstones are literals the run inserts
+            once for every batch (no statement here). -#}
         {%- do record.update({'deletes': cdc_tombstone_literals(files)}) -%}
     {%- endif -%}
 
