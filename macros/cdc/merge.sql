@@ -396,8 +396,10 @@ where s._cdc_op <> 'D'
 
 
 {% macro cdc_tombstones_spooled() -%}
-    {#- Pure, from facts handed over: whether this batch's tombstones are inserted by the run, once for
-        every batch (`make run` on the single-writer target: CDC_TOMBSTONE_SPOOL and CDC_ACCOUNTING). -#}
+    {#- Pure, from facts handed over: whether a batch with more deletes than cdc_tombstone_literals_max
+        spools its tombstones for the run to insert, once for every batch (`make run` on the
+        single-writer target: CDC_TOMBSTONE_SPOOL and CDC_ACCOUNTING). A few deletes are handed to the
+        run as literal rows whenever the accounting is the run's, on either target (cdc_apply_batch). -#}
     {{ return(env_var('CDC_TOMBSTONE_SPOOL', '') != '' and cdc_accounting_deferred()) }}
 {%- endmacro %}
 
