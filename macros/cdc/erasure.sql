@@ -73,7 +73,7 @@
     {%- set register = cdc_meta_relation('erasure_register') -%}
     {%- set corrections = cdc_meta_relation('rectification_register') -%}
     {%- set counts = [0, 0, 0] -%}
-    {%- if load_relation(register) is not none -%}
+    {%- if cdc_meta_table_exists('erasure_register') -%}
         {%- set counts = run_query(
             'select count_if(subject in (' ~ subject_list ~ ')),'
             ~ " count_if(subject = '*'),"
@@ -88,7 +88,7 @@
             {%- do personal.update({subject ~ '|' ~ attribute: column}) -%}
         {%- endfor -%}
     {%- endfor -%}
-    {%- if personal and load_relation(corrections) is not none -%}
+    {%- if personal and cdc_meta_table_exists('rectification_register') -%}
         {%- for row in run_query(
             'select distinct subject, column_name from ' ~ corrections ~ ' where subject in (' ~ subject_list ~ ')'
         ).rows -%}

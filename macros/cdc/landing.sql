@@ -273,7 +273,7 @@
     {%- set reads = [] -%}
     {%- set covered = [] -%}
     {%- set left_out = [] -%}
-    {%- if cdc_planned_groups(staging_model) is not false and load_relation(registry) is not none -%}
+    {%- if cdc_planned_groups(staging_model) is not false and cdc_meta_table_exists('cdc_raw_file_groups') -%}
         {%- set groups = run_query(
             'select to_json(file_names), column_types from ' ~ registry
             ~ ' where staging_model = ' ~ cdc_sql_string(staging_model) ~ ' order by group_id'

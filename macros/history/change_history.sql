@@ -22,7 +22,7 @@
         {{ return([]) }}
     {%- endif -%}
     {%- set ledger = cdc_meta_relation('cdc_file_ledger') -%}
-    {%- if load_relation(ledger) is none -%}
+    {%- if not cdc_meta_table_exists('cdc_file_ledger') -%}
         {{ return([]) }}
     {%- endif -%}
     {%- set pending_sql -%}
