@@ -193,7 +193,7 @@ maintain: install check-java
 #              processes) and `embedded` (the rest: the embedded SparkSession in this process); each pays once
 #              for what its tests share. TEST_GROUPS_PARALLEL=0 runs them one after the other.
 #   test-all   also the long suites: the whole adapter suite, make faults, make fuzz and a short soak
-LONG_SUITES := faults_full or adapter_suite_full or fuzz_full
+LONG_SUITES := faults_full or adapter_suite_full or fuzz_full or nightly
 SERVERS := cluster or s3 or live or browser or subprocess
 PYTEST_ARGS ?=
 

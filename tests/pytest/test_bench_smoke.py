@@ -14,6 +14,8 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
+
 from bench.generate import LOAD_TIME
 from bench.report import write_results
 from bench.run import Settings, run_benchmark
@@ -72,6 +74,7 @@ def stock_wrong_rows(spark, relation: str, expected: dict[tuple, dict]) -> dict[
     return wrong
 
 
+@pytest.mark.nightly  # the bench harness, not the pipeline: make test-all (docs/tests.md)
 def test_benchmark_runs_and_its_tables_equal_the_replay(spark, schema, tmp_path):
     results = run_benchmark(TINY, tmp_path / "work", schema=schema)
     json_path, md_path = write_results(results, tmp_path / "results")

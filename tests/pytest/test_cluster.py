@@ -190,6 +190,7 @@ def test_erase_rectify_and_maintain_on_the_cluster(lake, cluster):
         assert_same_table(actual[table], rows, f"cluster after erase/rectify {table}")
 
 
+@pytest.mark.nightly  # the cluster's own S3 and the landing on S3 are each in make test (docs/tests.md)
 def test_landing_on_s3_equals_replay_on_the_cluster(cluster, cluster_s3, tmp_path, monkeypatch):
     """The shared target with everything on S3: the cluster's warehouse is (the `cluster` fixture), and
     here the raw files are too. The sample's stages are put on S3 as producers upload them; `make run`

@@ -53,12 +53,14 @@ class TestGenericTests(BaseGenericTests):
     pass
 
 
+@pytest.mark.adapter_suite_full  # make test runs test_simple_snapshot.py's classes (the same strategies)
 class TestSnapshotCheckCols(BaseSnapshotCheckCols):
     @pytest.fixture(scope="class")
     def project_config_update(self):
         return ICEBERG_SNAPSHOTS
 
 
+@pytest.mark.adapter_suite_full  # make test runs test_simple_snapshot.py's classes (the same strategies)
 class TestSnapshotTimestamp(BaseSnapshotTimestamp):
     @pytest.fixture(scope="class")
     def project_config_update(self):
