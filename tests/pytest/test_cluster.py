@@ -323,6 +323,7 @@ def test_two_runs_of_one_model_at_once_lose_and_double_nothing(cluster, crm_lake
     assert cluster.locks() == 0
 
 
+@pytest.mark.nightly  # make faults kills runs at every point on the cluster too (test_faults_cluster.py)
 def test_a_run_killed_mid_batch_leaves_no_lock_that_blocks_the_next(cluster, crm_lake, schema):
     run = Output(run_process(schema, crm_lake, cluster, *CRM, pause=60))
     run.wait_for("pause point before_publish", 300)

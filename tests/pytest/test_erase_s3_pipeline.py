@@ -21,7 +21,8 @@ from python_hooks import personal_data as erasure
 from python_hooks.project import object_store
 from sample_data import debezium, dms
 
-pytestmark = pytest.mark.s3
+# test-all (nightly): the raw objects' rewriting on S3 is test_erase_s3.py's, the tables' erasure test_history.py's
+pytestmark = [pytest.mark.s3, pytest.mark.nightly]
 
 ERASED = ["5", "7", "27"]  # as test_history.py: several changes; deleted in the CRM; left the sales system
 STAGES = (1, 2)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from helpers.tables import assert_same_table, snapshot_ids, table_rows
 from oracles.replay_debezium import replay_topic
 from oracles.replay_dms import replay
@@ -69,6 +71,7 @@ def _deliver_everything_again(landing: Path, round_: int) -> int:
     return copies
 
 
+@pytest.mark.nightly  # a redelivered file: test_dms_pipeline.py's and test_debezium_pipeline.py's in make test
 def test_every_file_delivered_again_commits_nothing(dbt, spark, schema, tmp_path):
     landing = tmp_path / "landing"
     for stage in range(1, dms.STAGES + 1):
