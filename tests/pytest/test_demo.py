@@ -23,7 +23,8 @@ from helpers import parse_template
 from python_hooks.project import embedded_lock
 
 PROJECT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.subprocess  # make demo and what follows it, as a new user runs them
+# make demo and what follows it, as a new user runs them; make test-all (nightly): its pipeline is every other test's
+pytestmark = [pytest.mark.subprocess, pytest.mark.nightly]
 
 TABLES = [
     "crm__customer_address",

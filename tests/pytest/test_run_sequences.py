@@ -33,6 +33,9 @@ from python_hooks import personal_data
 from python_hooks.project.warehouse import Warehouse
 from sample_data import dms
 
+# make test-all (nightly): make test runs short sequences of the same machine (test_fuzz_sequences.py)
+pytestmark = pytest.mark.nightly
+
 CRM = ("--select", "staging.crm", "current_state.crm")
 SAME_NAME = "20261103-101000000.parquet"  # the name stage 3 gives a crm.customer_address CDC file
 APPLIED = "20261102-091500000.parquet"  # stage 2's crm.customer_address CDC file, applied by `_built`
