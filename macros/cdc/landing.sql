@@ -170,9 +170,17 @@
 {% macro cdc_staging_view_unchanged() -%}
     {#- Whether `make run` found this model's staging view as it last built it, from the same raw
         union schema, file groups, registers and project code (CDC_STAGING_UNCHANGED, written by
-        python_hooks/evolution/staging_views.py): its SQL is then not rendered (no footer is read) and
+        python_hooks/evolution/staging_views.py from the fingerprint among the view's properties): its SQL is then not rendered (no footer is read) and
         the view is left as it is (macros/spark/view.sql). -#}
     {{ return(model is defined and model.name in fromjson(env_var('CDC_STAGING_UNCHANGED', '[]'))) }}
+{%- endmacro %}
+
+
+{% macro cdc_staging_view_fingerprint() -%}
+    {#- The fingerprint `make run` gave this model's staging view (CDC_STAGING_FINGERPRINTS, written by
+        python_hooks/evolution/staging_views.py), or none: the view keeps it among its properties
+        (macros/spark/create_view_as.sql), where the next run's hooks read it from their listing. -#}
+    {{ return(fromjson(env_var('CDC_STAGING_FINGERPRINTS', '{}')).get(model.name) if model is defined else none) }}
 {%- endmacro %}
 
 

@@ -27,12 +27,19 @@
 {%- endmacro %}
 
 
+{% macro cdc_meta_ready() -%}
+    {#- Whether the run's hooks made sure every meta table exists (`make run`'s build, either target:
+        CDC_META_READY=1, python_hooks/project/meta.py). -#}
+    {{ return(env_var('CDC_META_READY', '') == '1') }}
+{%- endmacro %}
+
+
 {% macro cdc_meta_table_exists(identifier) -%}
     {#- Whether meta table `identifier` exists. In `make run`'s build (either target) the hooks' session
-        made sure every one does (CDC_META_READY=1): no statement. Otherwise dbt looks it up, which lists
+        made sure every one does (cdc_meta_ready): no statement. Otherwise dbt looks it up, which lists
         the whole meta schema (`show table extended`, not kept in dbt's cache: seconds a call on the cluster,
         where the meta schema holds a raw table per staging model). -#}
-    {%- if env_var('CDC_META_READY', '') == '1' -%}
+    {%- if cdc_meta_ready() -%}
         {{ return(true) }}
     {%- endif -%}
     {{ return(load_relation(cdc_meta_relation(identifier)) is not none) }}
@@ -40,7 +47,7 @@
 
 
 {% macro cdc_create_meta_tables() %}
-    {%- if execute and env_var('CDC_META_READY', '') != '1' -%}
+    {%- if execute and not cdc_meta_ready() -%}
         {%- do cdc_execute('create database if not exists ' ~ cdc_meta_schema()) -%}
         {%- do cdc_execute(
             'create table if not exists ' ~ cdc_meta_relation('cdc_file_ledger') ~ ' (

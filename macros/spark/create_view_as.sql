@@ -11,6 +11,8 @@
     - on the local target, the embedded Derby metastore stores a view's SQL in a LONG VARCHAR column of at most
       32,700 characters: a longer view failed deep in the metastore (Iceberg's CommitStateUnknownException,
       "A truncation error was encountered trying to shrink LONG VARCHAR"). It is refused before, in words.
+    - a staging view built by `make run` keeps the fingerprint of what its SQL is made of
+      (cdc_staging_view_fingerprint, python_hooks/evolution/staging_views.py), in the same statement.
     Otherwise as upstream (column docs, comment, contract). -#}
 {% macro spark__create_view_as(relation, sql) -%}
     {%- if execute and (sql | length) > 32700 and cdc_metastore_is_derby() -%}
@@ -34,7 +36,9 @@
         {{ get_assert_columns_equivalent(sql) }}
     {%- endif %}
     {%- if execute %}
-    tblproperties ('location' = '{{ cdc_view_metadata_location(relation) }}')
+    {%- set fingerprint = cdc_staging_view_fingerprint() %}
+    tblproperties ('location' = '{{ cdc_view_metadata_location(relation) }}'
+        {%- if fingerprint %}, 'cdc_fingerprint' = {{ cdc_sql_string(fingerprint) }}{% endif %})
     {%- endif %}
     as
         {{ sql }}

@@ -176,12 +176,11 @@ def run_hooks(
                     if len(names) == 1:
                         plan[table.identifier]["raw_columns"] = list(names.pop())
         views, unchanged, registers_empty = {}, set(), False
-        # On a shared target another run (or an erasure) may change a view or a register meanwhile: there both
-        # are read by each batch.
-        if single_writer and any(t.model not in idle for t in tables):
+        if any(t.model not in idle for t in tables):
             registers = staging_views.registers_state(warehouse, (ERASURE_REGISTER, RECTIFICATION_REGISTER))
-            # never written: no batch need ask them (macros/cdc/erasure.sql: CDC_REGISTERS_EMPTY)
-            registers_empty = all(value == "None" for value in json.loads(registers or "[]"))
+            # never written: no batch need ask them (macros/cdc/erasure.sql: CDC_REGISTERS_EMPTY); on a shared
+            # target an erasure may write one meanwhile, so there each batch reads them
+            registers_empty = single_writer and all(value == "None" for value in json.loads(registers or "[]"))
             views, unchanged = _staging_views(
                 warehouse, session.manifest, tables, idle, result.staging_inputs, registers
             )
@@ -269,9 +268,11 @@ def _staging_views(warehouse: Warehouse, manifest, tables, idle: set[str], input
     if not candidates:
         return {}, set()
     views = staging_views.fingerprints(manifest, candidates, inputs, registers)
-    for schema in {schema for schema, _, _ in views.values()}:  # one listing, which dbt's build then reads too
-        warehouse.listed_columns(schema)
-    return views, staging_views.StagingViews(state_dir()).unchanged(views, warehouse.table_exists)
+    stamped = {}  # one listing per schema (on the embedded target dbt's build then reads it too)
+    for schema in {schema for schema, _, _ in views.values()}:
+        for name, value in warehouse.listed_property(schema, staging_views.PROPERTY).items():
+            stamped[(schema.lower(), name)] = value
+    return views, staging_views.unchanged(views, stamped)
 
 
 # cdc_batch_log's counters (0 in a refused row): what a batch read, did and ignored
@@ -460,6 +461,9 @@ def run_pipeline(
     # The staging views dbt leaves as they are (evolution/staging_views.py); --full-refresh builds all.
     if found.unchanged_views and not _full_refresh(dbt_args):
         handed[staging_views.UNCHANGED_VARIABLE] = json.dumps(sorted(found.unchanged_views))
+    if found.views:  # what each view it builds keeps among its properties
+        prints = {name: view[2] for name, view in sorted(found.views.items())}
+        handed[staging_views.FINGERPRINTS_VARIABLE] = json.dumps(prints)
     if same_seeds:
         handed[seeds.UNCHANGED_VARIABLE] = json.dumps(sorted(same_seeds))
     collector = accounting.Accounting() if hasattr(runner, "callbacks") and found.manifest is not None else None
@@ -549,8 +553,6 @@ def run_pipeline(
                     len(collector.records),
                     str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__,
                 )
-        if found.views:
-            _record_views(found.views, result)
         if seed_prints:
             seeds.record(state_dir(), found.manifest, seed_prints, result)
         if progress is not None:
@@ -577,6 +579,7 @@ HANDED_VARIABLES = (
     PLAN_VARIABLE,
     STAGING_TEST_FILES_VARIABLE,
     staging_views.UNCHANGED_VARIABLE,
+    staging_views.FINGERPRINTS_VARIABLE,
     seeds.UNCHANGED_VARIABLE,
     META_READY_VARIABLE,
     SINGLE_WRITER_VARIABLE,
@@ -675,15 +678,6 @@ def _environment(values: Mapping[str, str], clear: Sequence[str] = ()):
 
 def _full_refresh(dbt_args: Sequence[str]) -> bool:
     return any(arg in ("--full-refresh", "-f") for arg in dbt_args)
-
-
-def _record_views(views: dict[str, tuple[str, str, str]], result) -> None:
-    """Remember the fingerprints of the staging views the build created or kept; forget the failed."""
-    statuses = {r.node.name: str(r.status) for r in getattr(result.result, "results", None) or [] if r.node}
-    built = {name: view for name, view in views.items() if statuses.get(name) == "success"}
-    failed = [name for name in views if statuses.get(name) not in (None, "success")]
-    if built or failed:
-        staging_views.StagingViews(state_dir()).record(built, failed)
 
 
 def report(found: Hooks, warehouse: Warehouse | None, unopened: Exception | None = None, stream=None) -> list[str]:

@@ -16,11 +16,16 @@ not its checksum).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+import logging
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from python_hooks.evolution.staging_views import StagingViews, fingerprint, project_code
+from python_hooks.evolution.staging_views import fingerprint, project_code
 from python_hooks.project.tables import tests_reading_only
+from python_hooks.project.warehouse import write_state
+
+log = logging.getLogger(__name__)
 
 UNCHANGED_VARIABLE = "CDC_SEEDS_UNCHANGED"  # read by macros/spark/seed.sql: cdc_seed_unchanged
 STATE_FILE = "seeds.json"
@@ -43,7 +48,7 @@ def fingerprints(manifest) -> dict[str, tuple[str, str, str]]:
 def unchanged(state_dir: Path, found: Mapping[str, tuple[str, str, str]]) -> set[str]:
     """The seeds of `found` loaded from the same fingerprint by an earlier run, their tests passed. Whether
     the table still exists is the materialization's to see (it loads a missing one)."""
-    return StagingViews(state_dir, STATE_FILE).unchanged(found, lambda *_: True)
+    return SeedState(state_dir).unchanged(found)
 
 
 def own_tests(manifest, seeds: set[str]) -> dict[str, str]:
@@ -68,4 +73,44 @@ def record(state_dir: Path, manifest, found: Mapping[str, tuple[str, str, str]],
         else:
             failed.append(name)
     if built or failed:
-        StagingViews(state_dir, STATE_FILE).record(built, failed)
+        SeedState(state_dir).record(built, failed)
+
+
+class SeedState:
+    """The fingerprints of the seeds `make run` loaded, in the hooks' state folder."""
+
+    def __init__(self, state_dir: Path, state_file: str = STATE_FILE) -> None:
+        self.path = Path(state_dir) / state_file
+        self.seeds: dict[str, dict[str, str]] = self._load()
+
+    def _load(self) -> dict[str, dict[str, str]]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as error:  # only an optimisation: every seed is loaded again
+            log.warning("%s is unreadable (%s): every seed it records is loaded again", self.path, error)
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {
+            str(k): {"relation": str(v.get("relation")), "fingerprint": str(v.get("fingerprint"))}
+            for k, v in data.items()
+            if isinstance(v, dict)
+        }
+
+    def unchanged(self, found: Mapping[str, tuple[str, str, str]]) -> set[str]:
+        """The seeds (name -> (schema, identifier, fingerprint), `fingerprints`) loaded from the same fingerprint."""
+        return {
+            name
+            for name, (schema, identifier, print_) in found.items()
+            if self.seeds.get(name) == {"relation": f"{schema}.{identifier}", "fingerprint": print_}
+        }
+
+    def record(self, built: Mapping[str, tuple[str, str, str]], failed: Iterable[str] = ()) -> None:
+        """Remember the seeds dbt loaded (or kept) this run; forget those that failed."""
+        for name, (schema, identifier, print_) in built.items():
+            self.seeds[name] = {"relation": f"{schema}.{identifier}", "fingerprint": print_}
+        for name in failed:
+            self.seeds.pop(name, None)
+        write_state(self.path, json.dumps(self.seeds, indent=1, sort_keys=True))

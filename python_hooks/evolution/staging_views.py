@@ -4,32 +4,32 @@ A staging view is a query over every raw file of its folder; its SQL depends on 
 those files (which columns, their types), on the groups of files Spark must read apart
 (cdc_raw_file_groups), on the personal-data registers, on its source's yml and on the project's own
 code, never on which files there are: a view over the folder reads each new file by itself. Creating it again costs a
-merge of every file's footer (`describe` of the folder with `spark.sql.parquet.mergeSchema`, then
-Spark's analysis of the view), so with months of files a run would pay for all of them at every batch.
+merge of every file's footer (the raw catalog table made again, then Spark's analysis of the view), so with
+months of files a run would pay for all of them at every batch.
 
-So `make run` (embedded target: one writer) fingerprints what the view's SQL is made of, from what the
-schema-evolution hook already knows (the footer cache's union schema, the file groups), and keeps the
-fingerprint of the view it built in `$CDC_WAREHOUSE/_python_hooks/staging_views.json`. When the
-fingerprint is unchanged and the view exists, dbt is told (CDC_STAGING_UNCHANGED) and the view's
-materialization (macros/spark/view.sql) leaves it as it is: its SQL is not rendered, no footer is read.
-Its data tests still run. Anything else builds it as before: a plain `dbt run`, `--full-refresh`, the
-cluster target, a changed model, macro, schema, file group or register.
+So `make run` fingerprints what the view's SQL is made of, from what the schema-evolution hook already
+knows (the footer cache's union schema, the file groups), and hands each fingerprint to the build
+(CDC_STAGING_FINGERPRINTS): a view it builds keeps its fingerprint among its own properties (`cdc_fingerprint`,
+macros/spark/create_view_as.sql), written in the same statement as its SQL. A view whose listed fingerprint (the
+schema's one `show table extended`, which the hooks read anyway) equals the run's is left as it is
+(CDC_STAGING_UNCHANGED, macros/spark/view.sql): its SQL is not rendered, no footer is read. Its data tests still
+run. Anything else builds it as before: a plain `dbt run` (which writes no fingerprint), `--full-refresh`, a changed
+model, macro, schema, file group or register.
+
+The same on both targets: the fingerprint lives with the view, not on the run's machine, so on the cluster two
+runs at once each find the view as the other left it (a view with the run's fingerprint is what the run would
+build; any other is built again, as before).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from collections.abc import Iterable, Mapping
-from pathlib import Path
-
-from python_hooks.project.warehouse import write_state
-
-log = logging.getLogger(__name__)
 
 UNCHANGED_VARIABLE = "CDC_STAGING_UNCHANGED"  # read by macros/cdc/landing.sql: cdc_staging_view_unchanged
-STATE_FILE = "staging_views.json"
+FINGERPRINTS_VARIABLE = "CDC_STAGING_FINGERPRINTS"  # read by macros/cdc/landing.sql: cdc_staging_view_fingerprint
+PROPERTY = "cdc_fingerprint"  # the view's property that holds it (macros/spark/create_view_as.sql)
 
 
 def project_code(manifest) -> str:
@@ -74,47 +74,15 @@ def fingerprint(node, inputs: str, code: str, registers: str, source: str = "") 
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
 
-class StagingViews:
-    """The fingerprints of the staging views `make run` built, in the hooks' state folder (`state_file`:
-    another file for other nodes kept the same way, evolution/seeds.py)."""
-
-    def __init__(self, state_dir: Path, state_file: str = STATE_FILE) -> None:
-        self.path = Path(state_dir) / state_file
-        self.views: dict[str, dict[str, str]] = self._load()
-
-    def _load(self) -> dict[str, dict[str, str]]:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as error:  # only an optimisation: every view is built again
-            log.warning("%s is unreadable (%s): every node it records is built again", self.path, error)
-            return {}
-        if not isinstance(data, dict):
-            return {}
-        return {
-            str(k): {"relation": str(v.get("relation")), "fingerprint": str(v.get("fingerprint"))}
-            for k, v in data.items()
-            if isinstance(v, dict)
-        }
-
-    def unchanged(self, found: Mapping[str, tuple[str, str, str]], exists) -> set[str]:
-        """The staging models (name -> (schema, identifier, fingerprint), `fingerprints`) whose view
-        was built from the same fingerprint and still exists (`exists(schema, identifier)`)."""
-        same = set()
-        for name, (schema, identifier, print_) in found.items():
-            known = self.views.get(name)
-            if known == {"relation": f"{schema}.{identifier}", "fingerprint": print_} and exists(schema, identifier):
-                same.add(name)
-        return same
-
-    def record(self, built: Mapping[str, tuple[str, str, str]], failed: Iterable[str] = ()) -> None:
-        """Remember the views dbt built (or kept) this run; forget those whose build failed."""
-        for name, (schema, identifier, print_) in built.items():
-            self.views[name] = {"relation": f"{schema}.{identifier}", "fingerprint": print_}
-        for name in failed:
-            self.views.pop(name, None)
-        write_state(self.path, json.dumps(self.views, indent=1, sort_keys=True))
+def unchanged(found: Mapping[str, tuple[str, str, str]], stamped: Mapping[tuple[str, str], str]) -> set[str]:
+    """The staging models (name -> (schema, identifier, fingerprint), `fingerprints`) whose view exists with
+    the same fingerprint among its properties (`stamped`: (schema, identifier) lower case -> the listed
+    `cdc_fingerprint`)."""
+    return {
+        name
+        for name, (schema, identifier, print_) in found.items()
+        if stamped.get((schema.lower(), identifier.lower())) == print_
+    }
 
 
 def registers_state(warehouse, registers: Iterable[str]) -> str:

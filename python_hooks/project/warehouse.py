@@ -243,6 +243,20 @@ class Warehouse:
                 located[str(name).lower()] = found[1]
         return located
 
+    def listed_property(self, schema: str, key: str) -> dict[str, str]:
+        """The value of property `key` of each table or view of a schema that has it, by name (lower case),
+        from the same listing as `listed_columns`. A value holds no space, comma or bracket (the listing
+        prints properties as `[k=v, k=v]`, sorted by key: the first `key=` of the line is the property's)."""
+        self.listed_columns(schema)
+        pattern = re.compile(rf"(?:^|[\[,\s]){re.escape(key)}=([^\s,\]]+)")
+        found = {}
+        for _, name, temporary, information in self._listings.get(schema.lower(), []):
+            line = next((x for x in str(information or "").splitlines() if x.startswith("Table Properties:")), "")
+            value = None if temporary else pattern.search(line)
+            if value:
+                found[str(name).lower()] = value[1]
+        return found
+
     def close(self) -> None:
         self.adapter.cleanup_connections()
 

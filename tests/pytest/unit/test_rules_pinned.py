@@ -195,7 +195,7 @@ def test_a_snapshot_widens_a_column_as_the_hooks_promote_one():
     [
         ("batch_log.sql", f"env_var('{ACCOUNTING_VARIABLE}', '') == 'run'"),
         ("batch_log.sql", f"log('{ACCOUNTING_PREFIX}'"),
-        ("meta.sql", f"env_var('{META_READY_VARIABLE}', '') != '1'"),
+        ("meta.sql", f"env_var('{META_READY_VARIABLE}', '') == '1'"),
         ("publish.sql", f"env_var('{SINGLE_WRITER_VARIABLE}', '')"),
         ("erasure.sql", f"env_var('{REGISTERS_EMPTY_VARIABLE}', '') == '1'"),
     ],

@@ -1,11 +1,13 @@
 """Which staging views `make run` leaves as they are, without Spark: the fingerprint of what a view's
-SQL is made of, and the state that remembers the views built (python_hooks/evolution/staging_views.py)."""
+SQL is made of, and how the view's own listed properties say it was built from the same
+(python_hooks/evolution/staging_views.py, Warehouse.listed_property)."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from python_hooks.evolution.staging_views import StagingViews, fingerprint, fingerprints, source_text
+from python_hooks.evolution.staging_views import PROPERTY, fingerprint, fingerprints, source_text, unchanged
+from python_hooks.project.warehouse import Warehouse
 
 
 def _node(name: str = "stg_crm__customer", code: str = "{{ stg_dms_changes('crm', 'customer') }}", **config):
@@ -61,25 +63,51 @@ def test_only_views_with_inputs_get_a_fingerprint():
     assert found["stg_a"][:2] == ("s_staging", "stg_a")
 
 
-def test_a_view_is_unchanged_only_with_the_same_fingerprint_relation_and_still_there(tmp_path):
-    views = StagingViews(tmp_path)
-    found = {"stg_a": ("s", "stg_a", "f1"), "stg_b": ("s", "stg_b", "f2")}
-    assert views.unchanged(found, lambda schema, identifier: True) == set(), "nothing built yet"
-    views.record(found)
-
-    again = StagingViews(tmp_path)  # read back from the state file
-    assert again.unchanged(found, lambda schema, identifier: True) == {"stg_a", "stg_b"}
-    assert again.unchanged(found, lambda schema, identifier: identifier != "stg_b") == {"stg_a"}, "dropped"
-    assert again.unchanged({"stg_a": ("s", "stg_a", "f9")}, lambda *_: True) == set(), "new fingerprint"
-    assert again.unchanged({"stg_a": ("t", "stg_a", "f1")}, lambda *_: True) == set(), "other schema"
-
-    again.record({}, failed=["stg_b"])
-    assert StagingViews(tmp_path).unchanged(found, lambda *_: True) == {"stg_a"}, "a failed build is forgotten"
+def test_a_view_is_unchanged_only_with_the_same_fingerprint_and_relation_listed():
+    found = {"stg_a": ("S", "stg_A", "f1"), "stg_b": ("s", "stg_b", "f2")}
+    assert unchanged(found, {}) == set(), "nothing built yet"
+    assert unchanged(found, {("s", "stg_a"): "f1", ("s", "stg_b"): "f2"}) == {"stg_a", "stg_b"}
+    assert unchanged(found, {("s", "stg_a"): "f1"}) == {"stg_a"}, "stg_b dropped, or built by a plain dbt run"
+    assert unchanged(found, {("s", "stg_a"): "f9", ("s", "stg_b"): "f2"}) == {"stg_b"}, "new fingerprint"
+    assert unchanged(found, {("t", "stg_a"): "f1"}) == set(), "other schema"
 
 
-def test_a_damaged_state_file_builds_every_view_again(tmp_path):
-    (tmp_path / "staging_views.json").write_text("{not json", encoding="utf-8")
-    views = StagingViews(tmp_path)
-    assert views.unchanged({"stg_a": ("s", "stg_a", "f1")}, lambda *_: True) == set()
-    views.record({"stg_a": ("s", "stg_a", "f1")})
-    assert StagingViews(tmp_path).unchanged({"stg_a": ("s", "stg_a", "f1")}, lambda *_: True) == {"stg_a"}
+# A view's and a table's rows of `show table extended` as Spark 3.5 with Iceberg 1.12 prints them (shortened).
+VIEW_INFORMATION = """Catalog: spark_catalog
+Database: s
+Table: stg_a
+Type: VIEW
+View Text: select a from s.t
+Table Properties: [cdc_fingerprint=%s, current-schema={"type":"struct","fields":[{"id":0,"name":"x, cdc_fingerprint=f0"\
+,"required":false,"type":"int"}]}, table_type=ICEBERG-VIEW]
+Location: file:/w/s.db/stg_a
+"""
+TABLE_INFORMATION = """Catalog: spark_catalog
+Database: s
+Table: t
+Type: EXTERNAL
+Table Properties: [current-schema={"type":"struct"}, table_type=ICEBERG]
+"""
+
+
+class _Listed(Warehouse):
+    def __init__(self, rows):
+        super().__init__(adapter=None, target="local", schema="s")
+        self.rows, self.statements = rows, 0
+
+    def records(self, sql):
+        self.statements += 1
+        return self.rows
+
+
+def test_the_listing_gives_each_views_fingerprint_and_nothing_for_others():
+    listed = _Listed(
+        [
+            {"namespace": "s", "tableName": "stg_A", "isTemporary": False, "information": VIEW_INFORMATION % ("a" * 9)},
+            {"namespace": "s", "tableName": "t", "isTemporary": False, "information": TABLE_INFORMATION},
+            {"namespace": "", "tableName": "tmp", "isTemporary": True, "information": VIEW_INFORMATION % "b"},
+        ]
+    )
+    assert listed.listed_property("S", PROPERTY) == {"stg_a": "a" * 9}, "a column's name is not a property"
+    assert listed.listed_property("s", PROPERTY) == {"stg_a": "a" * 9}
+    assert listed.statements == 1, "one listing per schema"

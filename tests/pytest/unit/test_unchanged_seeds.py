@@ -82,3 +82,25 @@ def test_a_seed_is_recorded_once_loaded_with_its_tests_passed_and_forgotten_othe
     changed = seeds.fingerprints(_manifest(_seed(checksum="new")))
     seeds.record(tmp_path, manifest, found, _result(**{"seed.p.codes": "success"}))
     assert seeds.unchanged(tmp_path, changed) == set(), "an edited CSV is loaded again"
+
+
+def test_a_seed_is_unchanged_only_with_the_same_fingerprint_and_relation(tmp_path):
+    state = seeds.SeedState(tmp_path)
+    found = {"a": ("s", "a", "f1"), "b": ("s", "b", "f2")}
+    assert state.unchanged(found) == set(), "nothing loaded yet"
+    state.record(found)
+
+    again = seeds.SeedState(tmp_path)  # read back from the state file
+    assert again.unchanged(found) == {"a", "b"}
+    assert again.unchanged({"a": ("s", "a", "f9")}) == set(), "new fingerprint"
+    assert again.unchanged({"a": ("t", "a", "f1")}) == set(), "other schema"
+    again.record({}, failed=["b"])
+    assert seeds.SeedState(tmp_path).unchanged(found) == {"a"}, "a failed load is forgotten"
+
+
+def test_a_damaged_state_file_loads_every_seed_again(tmp_path):
+    (tmp_path / seeds.STATE_FILE).write_text("{not json", encoding="utf-8")
+    state = seeds.SeedState(tmp_path)
+    assert state.unchanged({"a": ("s", "a", "f1")}) == set()
+    state.record({"a": ("s", "a", "f1")})
+    assert seeds.SeedState(tmp_path).unchanged({"a": ("s", "a", "f1")}) == {"a"}
