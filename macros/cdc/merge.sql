@@ -210,66 +210,42 @@
         {{ return(none) }}
     {%- endif -%}
 
-    {#- 6. The writes: new keys are appended, changes to existing rows are one MERGE with only
-           WHEN MATCHED clauses. A MERGE with WHEN NOT MATCHED is an outer join that Spark can
-           only run by shuffling the whole target; without it, the batch is broadcast and the
-           target is only scanned, so the cost follows the batch, not the table.
-           Appends go to a branch of the table made from `read_snapshot`, which then replaces main
-           in one step (fast_forward) only if main is still that snapshot: readers see the whole
-           batch or none of it, and when another writer committed to the table meanwhile (a second
-           run of the same model on a shared target) nothing is published and the run fails with
-           a message; the next run applies the batch to the new state. A MERGE alone needs no
-           branch: it re-checks its conditions on the rows it joins, and Iceberg refuses its commit
-           if another commit touched them (serializable isolation). The embedded target, where one
-           process at a time opens the warehouse (python_hooks/project/embedded_lock.py), appends to main
-           directly when a batch has only new keys.
-           The INSERT reads the classified changes; its commit makes Spark drop that cache (it reads
-           the target), so the MERGE reads the cached batch's last changes and repeats step 5's
-           comparison in its conditions, on the rows it joins. -#}
+    {#- 6. The writes. The one-MERGE path ('merge') inserts, updates and deletes in one MERGE. The split
+           path appends the new keys and changes the rows that exist with a MERGE with only WHEN MATCHED
+           clauses: a MERGE with WHEN NOT MATCHED is an outer join that Spark can only run by shuffling
+           the whole target; without it, the batch is broadcast and the target is only scanned, so the
+           cost follows the batch, not the table. The INSERT reads the classified changes; its commit
+           makes Spark drop that cache (it reads the target), so the MERGE reads the cached batch's last
+           changes and repeats step 5's comparison in its conditions, on the rows it joins.
+           A branch made from `read_snapshot` takes the writes when the split path has both (two commits)
+           and, on a shared target, any batch with new keys (its counts were classified against that
+           snapshot, `classified_now` on the one-MERGE path). It replaces main in one step (fast_forward)
+           only if main is still that snapshot: readers see the whole batch or none of it, and when
+           another writer committed meanwhile (a second run of the same model on a shared target)
+           nothing is published and the run fails with a message; the next run applies the batch to
+           the new state. A MERGE alone needs no branch: it re-checks its conditions on the rows it
+           joins, and Iceberg refuses its commit if another commit touched them (serializable
+           isolation). The embedded target, where one process at a time opens the warehouse
+           (python_hooks/project/embedded_lock.py), appends to main directly when a batch has only new keys. -#}
     {%- set values = cdc_merge_values(target_columns, source_columns) -%}
-    {%- if one_merge -%}
-        {#- On a shared target, a batch with new keys is merged on a branch made from `read_snapshot`
-            and published only if main is still that snapshot: its counts were classified against it
-            (`classified_now`), and another run's commit meanwhile would make them count what that run
-            applied. Without new keys the MERGE changes only rows it joins, as on the split path. -#}
-        {%- set on_branch = not single_writer and inserts and read_snapshot is not none -%}
-        {%- set branch = cdc_batch_branch(target) if on_branch else none -%}
-        {%- if on_branch -%}
-            {%- do cdc_execute('alter table ' ~ target ~ ' create branch ' ~ cdc_quote(branch) ~ ' as of version ' ~ read_snapshot) -%}
-            {%- do cdc_fault_point('after_branch_created') -%}
-        {%- endif -%}
-        {%- do cdc_pause_point('before_publish') -%}
-        {%- do cdc_fault_point('during_merge') -%}
-        {%- do cdc_execute(cdc_merge_matched_sql(target ~ '.' ~ cdc_quote('branch_' ~ branch) if on_branch else target,
-            last, keys, target_columns, values, inserts=inserts, unchanged=unchanged)) -%}
-        {%- do cdc_fault_point('after_merge') -%}
-        {%- if on_branch -%}
-            {%- do cdc_publish_branch(target, branch, read_snapshot) -%}
-            {%- do cdc_fault_point('after_publish') -%}
-        {%- endif -%}
-        {%- if deletes -%}
-            {%- do cdc_record_tombstones(target, last, record) -%}
-            {%- do cdc_fault_point('after_tombstones') -%}
-        {%- endif -%}
-        {{ return(none) }}
-    {%- endif -%}
-    {%- set on_branch = inserts and read_snapshot is not none and (matched or not single_writer) -%}
+    {%- set on_branch = inserts and read_snapshot is not none and (not single_writer or (matched and not one_merge)) -%}
     {%- set branch = cdc_batch_branch(target) if on_branch else none -%}
     {%- set written = target ~ '.' ~ cdc_quote('branch_' ~ branch) if on_branch else target -%}
     {%- if on_branch -%}
         {%- do cdc_execute('alter table ' ~ target ~ ' create branch ' ~ cdc_quote(branch) ~ ' as of version ' ~ read_snapshot) -%}
         {%- do cdc_fault_point('after_branch_created') -%}
     {%- endif -%}
-    {%- if inserts -%}
+    {%- if inserts and not one_merge -%}
         {%- do cdc_fault_point('during_insert') -%}
         {%- do cdc_execute(cdc_insert_changes_sql(
             written, '(select * from ' ~ classified ~ " where _cdc_outcome = 'insert')", values)) -%}
         {%- do cdc_fault_point('after_insert') -%}
     {%- endif -%}
     {%- do cdc_pause_point('before_publish') -%}
-    {%- if matched -%}
+    {%- if matched or one_merge -%}
         {%- do cdc_fault_point('during_merge') -%}
-        {%- do cdc_execute(cdc_merge_matched_sql(written, last, keys, target_columns, values, unchanged=unchanged)) -%}
+        {%- do cdc_execute(cdc_merge_matched_sql(written, last, keys, target_columns, values,
+            inserts=inserts and one_merge, unchanged=unchanged)) -%}
         {%- do cdc_fault_point('after_merge') -%}
     {%- endif -%}
     {%- if on_branch -%}
