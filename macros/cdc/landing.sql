@@ -170,8 +170,8 @@
 {% macro cdc_staging_view_unchanged() -%}
     {#- Whether `make run` found this model's staging view as it last built it, from the same raw
         union schema, file groups, registers and project code (CDC_STAGING_UNCHANGED, written by
-        python_hooks/evolution/staging_views.py from the fingerprint among the view's properties): its SQL is then not rendered (no footer is read) and
-        the view is left as it is (macros/spark/view.sql). -#}
+        python_hooks/evolution/staging_views.py from the fingerprint among the view's properties): its
+        SQL is then not rendered (no footer is read) and the view is left as it is (macros/spark/view.sql). -#}
     {{ return(model is defined and model.name in fromjson(env_var('CDC_STAGING_UNCHANGED', '[]'))) }}
 {%- endmacro %}
 

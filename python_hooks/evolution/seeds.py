@@ -79,8 +79,8 @@ def record(state_dir: Path, manifest, found: Mapping[str, tuple[str, str, str]],
 class SeedState:
     """The fingerprints of the seeds `make run` loaded, in the hooks' state folder."""
 
-    def __init__(self, state_dir: Path, state_file: str = STATE_FILE) -> None:
-        self.path = Path(state_dir) / state_file
+    def __init__(self, state_dir: Path) -> None:
+        self.path = Path(state_dir) / STATE_FILE
         self.seeds: dict[str, dict[str, str]] = self._load()
 
     def _load(self) -> dict[str, dict[str, str]]:

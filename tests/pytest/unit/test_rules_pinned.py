@@ -12,6 +12,7 @@ import jinja2
 import pytest
 
 from python_hooks.commands.accounting import ACCOUNTING_PREFIX, ACCOUNTING_VARIABLE
+from python_hooks.evolution.staging_views import FINGERPRINTS_VARIABLE, PROPERTY, UNCHANGED_VARIABLE
 from python_hooks.evolution.types import compare_types
 from python_hooks.landing.files import HIDDEN_PREFIXES, RAW_SUFFIX, probe_name
 from python_hooks.landing.pending import RAW_PATH_FILTER_SQL
@@ -198,6 +199,9 @@ def test_a_snapshot_widens_a_column_as_the_hooks_promote_one():
         ("meta.sql", f"env_var('{META_READY_VARIABLE}', '') == '1'"),
         ("publish.sql", f"env_var('{SINGLE_WRITER_VARIABLE}', '')"),
         ("erasure.sql", f"env_var('{REGISTERS_EMPTY_VARIABLE}', '') == '1'"),
+        ("landing.sql", f"env_var('{UNCHANGED_VARIABLE}', '[]')"),
+        ("landing.sql", f"env_var('{FINGERPRINTS_VARIABLE}', '{{}}')"),
+        ("../spark/create_view_as.sql", f"'{PROPERTY}' = "),
     ],
 )
 def test_what_make_run_hands_to_the_macros_is_named_alike(macro, handed):
