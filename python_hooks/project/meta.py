@@ -25,7 +25,7 @@ META_TABLES = (
     RECTIFICATION_REGISTER,
     ERASURE_LOG,
 )
-# The meta tables whose newest snapshot the hooks ask, all in one query (Warehouse.meta_snapshots): the ledger's
+# The meta tables whose newest snapshot the hooks read, from one listing (Warehouse.meta_snapshots): the ledger's
 # and the file groups' rows are kept on this machine per snapshot, the registers' snapshots fingerprint the views.
 SNAPSHOT_TABLES = (FILE_LEDGER, RAW_FILE_GROUPS, ERASURE_REGISTER, RECTIFICATION_REGISTER)
 # Set by `make run` for its dbt build once every meta table exists: on-run-start creates nothing then.

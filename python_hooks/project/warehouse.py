@@ -25,8 +25,8 @@ from types import TracebackType
 
 from python_hooks.project import env
 from python_hooks.project.dbt_args import dbt_option, project_dir_of, target_of
-from python_hooks.project.meta import SNAPSHOT_TABLES, meta_schema
-from python_hooks.project.sql import quote_ident, quoted_relation
+from python_hooks.project.meta import META_TABLES, SNAPSHOT_TABLES, meta_schema
+from python_hooks.project.sql import quote_ident, quoted_relation, sql_string
 
 # How `make run` tells its dbt build whether the warehouse has one writer (macros/cdc/publish.sql: cdc_single_writer).
 SINGLE_WRITER_VARIABLE = "CDC_SINGLE_WRITER"
@@ -55,6 +55,9 @@ class Warehouse:
     _columns: dict[str, dict[str, list[tuple[str, str]]]] = field(default_factory=dict, repr=False)
     # per schema (lower case): the rows of a listing that succeeded, [namespace, tableName, isTemporary, information]
     _listings: dict[str, list[list]] = field(default_factory=dict, repr=False)
+    # the answer of `_meta_listing` (name, lower case -> information; None: the listing failed), while `_meta_asked`
+    _meta_listed: dict[str, str] | None = field(default=None, repr=False)
+    _meta_asked: bool = field(default=False, repr=False)
 
     @classmethod
     def open(cls, dbt_args: Sequence[str] = ()) -> Warehouse:
@@ -117,6 +120,7 @@ class Warehouse:
             self._columns.clear()
             self._listings.clear()
         self._snapshots = None
+        self._meta_asked = False
         with self.adapter.connection_named("python_hooks"):
             self.adapter.execute(sql, fetch=False)
 
@@ -144,31 +148,60 @@ class Warehouse:
         return identifier.lower() in self.tables(schema)
 
     def has_meta_tables(self, names: Sequence[str]) -> bool:
-        """Whether every meta table of `names` exists. Asked with the query of `meta_snapshots`, which then
-        reads all of them: when it answers, they exist, and a run needs no listing of the meta schema; when it
-        fails (a table or the schema is missing, on a new warehouse), one listing says which."""
-        meta = self.meta_schema.lower()
-        if self._snapshots is None and meta not in self._tables:
-            ordered = [*SNAPSHOT_TABLES, *(name for name in names if name not in SNAPSHOT_TABLES)]
-            try:
-                newest = self._newest_snapshots(ordered)
-            except Exception:  # noqa: BLE001 - a table or the schema missing: the listing below says which
-                pass
-            else:
-                self.existing_schemas.add(meta)
-                self._read.setdefault(meta, set()).update(name.lower() for name in ordered)
-                self._snapshots = {name: newest[name] for name in SNAPSHOT_TABLES}
-                return True
-        return all(self.table_exists(self.meta_schema, name) for name in names)
+        """Whether every meta table of `names` exists: one listing of the meta tables by name (`_meta_listing`,
+        which `meta_snapshots` then reads too), so a run needs no listing of the whole meta schema."""
+        listed = self._meta_listing()
+
+        def exists(name: str) -> bool:
+            if listed is not None and name in META_TABLES:
+                return name.lower() in listed
+            return self.table_exists(self.meta_schema, name)
+
+        return all(exists(name) for name in names)
 
     def meta_snapshots(self) -> dict[str, str | None]:
         """The newest snapshot id (text; None before the first commit) of each meta table of SNAPSHOT_TABLES that
-        exists, all in one query, kept until the next `execute` (which may commit to one of them)."""
+        exists, kept until the next `execute` (which may commit to one of them). Iceberg's Hive catalog keeps it
+        among the table's properties (`current-snapshot-id`, with `snapshot-count`), so the listing of
+        `_meta_listing` says it; a table whose listing lacks them is asked in one query of its refs."""
         if self._snapshots is None:
-            self._snapshots = self._newest_snapshots(
-                [name for name in SNAPSHOT_TABLES if self.table_exists(self.meta_schema, name)]
-            )
+            listed = self._meta_listing()
+            if listed is None:
+                names = [name for name in SNAPSHOT_TABLES if self.table_exists(self.meta_schema, name)]
+                self._snapshots = self._newest_snapshots(names)
+            else:
+                found = {name: listed[name.lower()] for name in SNAPSHOT_TABLES if name.lower() in listed}
+                snapshots = {name: listed_snapshot(information) for name, information in found.items()}
+                unknown = [name for name, snapshot in snapshots.items() if snapshot is UNLISTED]
+                self._snapshots = {**snapshots, **self._newest_snapshots(unknown)}
         return self._snapshots
+
+    def _meta_listing(self) -> dict[str, str] | None:
+        """The meta tables of META_TABLES that exist, by name (lower case), each with the `information` of its
+        `show table extended` row: one listing of those names (`like 'a|b|...'`: the meta schema's other tables,
+        a staging model's raw and landing tables, are not read), kept until the next `execute` (which may commit
+        to one of them). Empty when the schema does not exist; None when the listing fails otherwise (then the
+        callers ask `show tables` and the refs)."""
+        meta = self.meta_schema.lower()
+        if not self._meta_asked:
+            self._meta_asked, self._meta_listed = True, None
+            names = sql_string("|".join(META_TABLES))
+            try:
+                rows = self.records(f"show table extended in {quote_ident(self.meta_schema)} like {names}")
+            except Exception as error:  # noqa: BLE001 - no schema yet: no table; anything else: the callers ask
+                if not _schema_missing(error):
+                    return None
+                rows = []
+            else:
+                self.existing_schemas.add(meta)
+            wanted = {name.lower() for name in META_TABLES}
+            self._meta_listed = {
+                str(row.get("tableName")).lower(): str(row.get("information") or "")
+                for row in rows
+                if not row.get("isTemporary") and str(row.get("tableName")).lower() in wanted
+            }
+            self._read.setdefault(meta, set()).update(self._meta_listed)
+        return self._meta_listed
 
     def _newest_snapshots(self, names: Sequence[str]) -> dict[str, str | None]:
         """One query: the newest snapshot id of each meta table of `names` (text; None before its first commit)."""
@@ -245,16 +278,13 @@ class Warehouse:
 
     def listed_property(self, schema: str, key: str) -> dict[str, str]:
         """The value of property `key` of each table or view of a schema that has it, by name (lower case),
-        from the same listing as `listed_columns`. A value holds no space, comma or bracket (the listing
-        prints properties as `[k=v, k=v]`, sorted by key: the first `key=` of the line is the property's)."""
+        from the same listing as `listed_columns` (`listed_value`)."""
         self.listed_columns(schema)
-        pattern = re.compile(rf"(?:^|[\[,\s]){re.escape(key)}=([^\s,\]]+)")
         found = {}
         for _, name, temporary, information in self._listings.get(schema.lower(), []):
-            line = next((x for x in str(information or "").splitlines() if x.startswith("Table Properties:")), "")
-            value = None if temporary else pattern.search(line)
-            if value:
-                found[str(name).lower()] = value[1]
+            value = None if temporary else listed_value(str(information or ""), key)
+            if value is not None:
+                found[str(name).lower()] = value
         return found
 
     def close(self) -> None:
@@ -290,6 +320,35 @@ FIXED = re.compile(r"fixed\[\d+\]")
 # What dbt-spark reads of a relation's `show table extended` text when it fills its cache (the type, the provider),
 # and the project's macros (macros/snapshot/snapshot.sql: table_type=ICEBERG among the properties).
 KEPT_INFORMATION = ("Catalog:", "Database:", "Namespace:", "Table:", "Owner:", "Type:", "Provider:", "Location:")
+
+
+# What `meta_snapshots` answers for a table whose listing does not say its snapshot (not Iceberg's Hive catalog).
+UNLISTED = object()
+
+
+def listed_value(information: str, key: str) -> str | None:
+    """The value of property `key` in a `show table extended` row's text (its `Table Properties: [k=v, ...]` line,
+    sorted by key). A value holds no space, comma or bracket. The table's schema (`current-schema`, JSON whose
+    column names may hold any text) is skipped: the first `key=` of what is left is the property's."""
+    line = next((x for x in information.splitlines() if x.startswith("Table Properties:")), "")
+    start = line.find("current-schema=")
+    if start >= 0:
+        try:
+            _, end = json.JSONDecoder().raw_decode(line, start + len("current-schema="))
+        except ValueError:
+            end = len(line)
+        line = line[:start] + line[end:]
+    value = re.search(rf"(?:^|[\[,\s]){re.escape(key)}=([^\s,\]]+)", line)
+    return value[1] if value else None
+
+
+def listed_snapshot(information: str):
+    """A table's current snapshot id (text) from its listing, as Iceberg's Hive catalog keeps it at each commit:
+    `snapshot-count` always, `current-snapshot-id` while there is one. None: no snapshot yet; UNLISTED: the
+    listing does not say."""
+    if listed_value(information, "snapshot-count") is None:
+        return UNLISTED
+    return listed_value(information, "current-snapshot-id")
 
 
 def relation_information(information: str) -> str:

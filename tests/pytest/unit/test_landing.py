@@ -155,8 +155,8 @@ class _LedgerWithSnapshot(_Warehouse):
 
     snapshot = 7
 
-    def meta_snapshots(self) -> dict[str, str | None]:  # Warehouse.meta_snapshots: one query of the meta tables' refs
-        self.queries.append("select (select max(snapshot_id) from `lake_cdc_meta`.`cdc_file_ledger`.refs ...)")
+    def meta_snapshots(self) -> dict[str, str | None]:  # Warehouse.meta_snapshots: one listing of the meta tables
+        self.queries.append("show table extended in `lake_cdc_meta` like 'cdc_file_ledger|...'")
         return {"cdc_file_ledger": str(self.snapshot)}
 
 
@@ -166,17 +166,17 @@ def test_the_ledger_is_read_again_only_when_its_snapshot_changed(tmp_path):
     state = tmp_path / "state"
     warehouse = _LedgerWithSnapshot({("lake", "a"), ("lake_cdc_meta", "cdc_file_ledger")}, [("a", "LOAD1.parquet")])
     assert pending(warehouse, [a], cache_dir=state).counts == {"a": 1}
-    assert [q for q in warehouse.queries if "refs" not in q], "first run: the ledger is read"
+    assert [q for q in warehouse.queries if "show table extended" not in q], "first run: the ledger is read"
 
     warehouse.queries.clear()
     assert pending(warehouse, [a], cache_dir=state).counts == {"a": 1}
-    assert all(".refs " in q for q in warehouse.queries), "same snapshot: one metadata row, no ledger read"
+    assert all("show table extended" in q for q in warehouse.queries), "same snapshot: one listing, no ledger read"
 
     warehouse._ledger.append(("a", "c1.parquet"))  # a run applied c1: the ledger has a new snapshot
     warehouse.snapshot = 8
     warehouse.queries.clear()
     assert pending(warehouse, [a], cache_dir=state).counts == {"a": 0}
-    assert [q for q in warehouse.queries if "refs" not in q]
+    assert [q for q in warehouse.queries if "show table extended" not in q]
 
     (state / "ledger_cache.json").write_text("[damaged", encoding="utf-8")
     assert pending(warehouse, [a], cache_dir=state).counts == {"a": 0}

@@ -65,21 +65,44 @@ def test_the_information_handed_to_dbt_keeps_what_its_cache_reads_and_is_small()
 
 
 class _Adapter:
-    """Answers `show tables` from `tables`, and a query of `.refs` when every table it reads exists."""
+    """A warehouse whose meta schema holds `tables`, each listed as Iceberg's Hive catalog lists it: a snapshot id
+    (the length of its name), none for the names in `empty`, and no snapshot properties at all for those in
+    `other_catalog`. Answers `show table extended ... like 'a|b'`, `show tables` and a query of `.refs`; `failing`:
+    the listing fails as it does when the metastore cannot parse a table (`missing_schema`: as when there is no
+    schema)."""
 
-    def __init__(self, tables: set[str]) -> None:
-        self.tables, self.statements = tables, []
+    def __init__(self, tables, empty=(), other_catalog=(), failing=False, missing_schema=False) -> None:
+        self.tables, self.empty, self.other_catalog = set(tables), set(empty), set(other_catalog)
+        self.failing, self.missing_schema, self.statements = failing, missing_schema, []
 
     def connection_named(self, name):
         import contextlib
 
         return contextlib.nullcontext()
 
+    def _information(self, name: str) -> str:
+        schema = (
+            '{"type":"struct","fields":[{"id":1,"name":"x, current-snapshot-id=7, snapshot-count=1","type":"int"}]}'
+        )
+        stats = "" if name in self.empty else f"current-snapshot-id={len(name)}, "
+        stats = "" if name in self.other_catalog else f"{stats}snapshot-count={0 if name in self.empty else 3}, "
+        return f"Table: {name}\nTable Properties: [current-schema={schema}, {stats}table_type=ICEBERG]\n"
+
     def execute(self, sql: str, fetch: bool = False):
         import re
         from types import SimpleNamespace
 
         self.statements.append(sql)
+        if self.missing_schema:
+            raise RuntimeError("[SCHEMA_NOT_FOUND] The schema `s_cdc_meta` cannot be found.")
+        if sql.startswith("show table extended in `s_cdc_meta` like "):
+            if self.failing:
+                raise RuntimeError("org.apache.hadoop.hive.ql.metadata.HiveException: cannot parse a type")
+            wanted = sql.split(" like ", 1)[1].strip("'").split("|")
+            rows = [("s_cdc_meta", n, False, self._information(n)) for n in sorted(self.tables) if n in wanted]
+            return None, SimpleNamespace(
+                rows=rows, column_names=["namespace", "tableName", "isTemporary", "information"]
+            )
         if sql.startswith("show tables in"):
             rows = [("s_cdc_meta", name, False) for name in sorted(self.tables)]
             return None, SimpleNamespace(rows=rows, column_names=["namespace", "tableName", "isTemporary"])
@@ -87,24 +110,65 @@ class _Adapter:
         missing = [name for name in read if name not in self.tables]
         if missing:
             raise RuntimeError(f"[TABLE_OR_VIEW_NOT_FOUND] {missing[0]}")
-        return None, SimpleNamespace(rows=[tuple(len(name) for name in read)], column_names=read)
+        return None, SimpleNamespace(rows=[tuple(len(name) * 10 for name in read)], column_names=read)
 
 
-def test_one_query_of_the_meta_tables_snapshots_says_they_exist_and_a_listing_only_when_one_is_missing():
+def test_one_listing_of_the_meta_tables_by_name_says_they_exist_and_their_snapshots():
     from python_hooks.project.meta import META_TABLES, SNAPSHOT_TABLES
     from python_hooks.project.warehouse import Warehouse
 
-    adapter = _Adapter(set(META_TABLES) | {"landing__probe"})
+    adapter = _Adapter(set(META_TABLES) | {"landing__probe"}, empty={SNAPSHOT_TABLES[1]})
     warehouse = Warehouse(adapter, "local", "s")
     assert warehouse.has_meta_tables(META_TABLES)
     assert warehouse.table_exists("s_cdc_meta", SNAPSHOT_TABLES[0])
-    assert warehouse.meta_snapshots() == {name: str(len(name)) for name in SNAPSHOT_TABLES}
+    expected = {name: str(len(name)) for name in SNAPSHOT_TABLES} | {SNAPSHOT_TABLES[1]: None}
+    assert warehouse.meta_snapshots() == expected  # a column's name in the schema JSON is not a property
     assert len(adapter.statements) == 1 and "s_cdc_meta" in warehouse.existing_schemas
-    assert warehouse.table_exists("s_cdc_meta", "landing__probe")  # a table the query did not read: listed
+    assert adapter.statements[0].endswith(" like '" + "|".join(META_TABLES) + "'")  # not the raw or landing tables
+    assert warehouse.table_exists("s_cdc_meta", "landing__probe")  # a table the listing did not name: listed
     assert adapter.statements[1] == "show tables in `s_cdc_meta`"
+
+    warehouse.execute("insert into `s_cdc_meta`.`cdc_file_ledger` values (1)", tables_changed=False)
+    assert warehouse.meta_snapshots() == expected and adapter.statements[-1].startswith("show table extended")
+    assert len(adapter.statements) == 4  # a commit may have come: listed again
+
+
+def test_a_missing_meta_table_or_schema_is_told_by_the_same_listing():
+    from python_hooks.project.meta import META_TABLES, SNAPSHOT_TABLES
+    from python_hooks.project.warehouse import Warehouse
 
     adapter = _Adapter(set(META_TABLES) - {META_TABLES[-1]})
     warehouse = Warehouse(adapter, "local", "s")
     assert not warehouse.has_meta_tables(META_TABLES)
-    assert [s.split(" ", 1)[0] for s in adapter.statements] == ["select", "show"]
     assert warehouse.meta_snapshots() == {name: str(len(name)) for name in SNAPSHOT_TABLES}
+    assert len(adapter.statements) == 1
+
+    adapter = _Adapter(set(), missing_schema=True)
+    warehouse = Warehouse(adapter, "local", "s")
+    assert not warehouse.has_meta_tables(META_TABLES)
+    assert warehouse.meta_snapshots() == {} and len(adapter.statements) == 1
+    assert "s_cdc_meta" not in warehouse.existing_schemas
+
+
+def test_without_the_snapshot_properties_or_the_listing_the_refs_are_asked():
+    from python_hooks.project.meta import META_TABLES, SNAPSHOT_TABLES
+    from python_hooks.project.warehouse import Warehouse
+
+    adapter = _Adapter(set(META_TABLES), other_catalog={SNAPSHOT_TABLES[0]})
+    warehouse = Warehouse(adapter, "local", "s")
+    expected = {name: str(len(name)) for name in SNAPSHOT_TABLES} | {
+        SNAPSHOT_TABLES[0]: str(len(SNAPSHOT_TABLES[0]) * 10)
+    }
+    assert warehouse.meta_snapshots() == expected
+    assert [s.split(" ", 1)[0] for s in adapter.statements] == ["show", "select"]
+    assert ".refs" in adapter.statements[1] and SNAPSHOT_TABLES[1] not in adapter.statements[1]
+
+    adapter = _Adapter(set(META_TABLES) - {META_TABLES[-1]}, failing=True)
+    warehouse = Warehouse(adapter, "local", "s")
+    assert not warehouse.has_meta_tables(META_TABLES)
+    assert warehouse.meta_snapshots() == {name: str(len(name) * 10) for name in SNAPSHOT_TABLES}
+    assert [s.split(" ", 2)[:2] for s in adapter.statements] == [
+        ["show", "table"],
+        ["show", "tables"],
+        ["select", "(select"],
+    ]
