@@ -34,6 +34,9 @@ from oracles.replay_debezium import replay_topic
 from oracles.replay_dms import replay as replay_dms
 from sample_data import debezium, dms
 
+# make test runs this module in its servers process (Makefile: SERVERS_GROUP).
+pytestmark = pytest.mark.fuzz
+
 
 @dataclass(frozen=True)
 class Producer:

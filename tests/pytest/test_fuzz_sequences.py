@@ -19,6 +19,9 @@ from fuzz.sequences import Context, RunSequences
 
 SEARCH = int(os.environ.get("FUZZ_SEQUENCES", "25"))
 
+# make test runs this module in its servers process (Makefile: SERVERS_GROUP).
+pytestmark = pytest.mark.fuzz
+
 
 def _search(dbt, spark, tmp_path, caplog, label: str, **options) -> None:
     context = Context(dbt, spark, tmp_path, caplog)
