@@ -41,7 +41,10 @@ def applied_files(
     ledger = ledger_relation(warehouse)
     snapshot = None
     if cache_dir is not None:
-        snapshot = warehouse.meta_snapshots().get(FILE_LEDGER)
+        snapshots = warehouse.meta_snapshots()
+        if FILE_LEDGER in snapshots and snapshots[FILE_LEDGER] is None:
+            return {t.identifier: set() for t in tables}  # never written: no file applied, no query
+        snapshot = snapshots.get(FILE_LEDGER)
         cached = _cached_ledger(Path(cache_dir), ledger, snapshot)
         if cached is not None and all(t.identifier in cached for t in tables):
             return {t.identifier: cached[t.identifier] for t in tables}
@@ -117,27 +120,38 @@ class Pending:
 def pending(warehouse: Warehouse, tables: Sequence[CdcTable], cache_dir: Path | None = None) -> Pending:
     """The files waiting: listed in the landing folder, not in the ledger. Only models whose table
     exists (and, for a folder Python cannot list, whose listing table does). `cache_dir`: see
-    `applied_files`. A folder on S3 that cannot be listed is a StorageError (project/storage.py)."""
+    `applied_files`. A folder on S3 that cannot be listed is a StorageError (project/storage.py).
+
+    Which tables exist is asked last: when a folder holds a file its ledger does not list, from the listing of
+    the table's schema that the schema hook reads next anyway (`Warehouse.listed_columns`), so a run with new
+    files asks no `show tables`; a run with nothing new asks only that (the lighter statement)."""
     meta = warehouse.meta_schema
-    built = [t for t in tables if warehouse.table_exists(t.schema, t.identifier)]
-    if not built or not warehouse.table_exists(meta, FILE_LEDGER):
+    if not tables or not warehouse.table_exists(meta, FILE_LEDGER):
         return Pending()
-    listed = [t for t in built if is_listed_here(t.landing)]
+    listed = [t for t in tables if is_listed_here(t.landing)]
     applied = applied_files(warehouse, listed, cache_dir)
+    new = {t.identifier: [f for f in landing_files(t.folder) if f.name not in applied[t.identifier]] for t in listed}
+    for schema in sorted({t.schema for t in listed if new[t.identifier]}):
+        warehouse.listed_columns(schema)
+    built = {t.identifier for t in tables if warehouse.table_exists(t.schema, t.identifier)}
     counts: dict[str, int] = {}
     plan: dict[str, dict] = {}
-    for table in listed:
-        new = [file for file in landing_files(table.folder) if file.name not in applied[table.identifier]]
-        waiting = sorted((file.name, file.relative) for file in new)
+    for table in (t for t in listed if t.identifier in built):
+        waiting = sorted((file.name, file.relative) for file in new[table.identifier])
         counts[table.model] = len(waiting)
         names = [name for name, _ in waiting]
         if waiting and len(set(names)) == len(names):  # two files of one name: the macro refuses them
             plan[table.identifier] = {
                 "folder": table.landing.rstrip("/"),
                 "files": [list(w) for w in waiting],
-                "bytes": sum(file.size for file in new),
+                "bytes": sum(file.size for file in new[table.identifier]),
             }
-    remote = [t for t in built if not is_listed_here(t.landing) and warehouse.table_exists(meta, table_probe(t))]
+    remote = [
+        t
+        for t in tables
+        if t.identifier in built and not is_listed_here(t.landing) and warehouse.table_exists(meta, table_probe(t))
+    ]
+    applied = {identifier: names for identifier, names in applied.items() if identifier in built}
     return Pending({**counts, **_pending_in_listing_tables(warehouse, remote)}, plan, applied)
 
 

@@ -70,15 +70,20 @@ def test_empty_files_and_local_folders(tmp_path):
 
 
 class _Warehouse:
-    """What pending_files asks of the warehouse: which tables exist, and the ledger's rows."""
+    """What pending_files asks of the warehouse: which tables exist (`listed`: the schemas listed in full first,
+    as the schema hook reads them), and the ledger's rows."""
 
     meta_schema = "lake_cdc_meta"
 
     def __init__(self, tables: set[tuple[str, str]], ledger: list[tuple[str, str]]) -> None:
-        self._tables, self._ledger, self.queries = tables, ledger, []
+        self._tables, self._ledger, self.queries, self.listed = tables, ledger, [], []
 
     def table_exists(self, schema: str, identifier: str) -> bool:
         return (schema, identifier) in self._tables
+
+    def listed_columns(self, schema: str) -> dict:
+        self.listed.append(schema)
+        return {}
 
     def query(self, sql: str) -> list[tuple]:
         self.queries.append(sql)
@@ -110,6 +115,7 @@ def test_files_waiting_are_listed_files_the_ledger_lacks_in_one_query(tmp_path):
         [("a", "LOAD1.parquet"), ("b", "LOAD1.parquet"), ("c", "c1.parquet")],
     )
     assert pending_files(warehouse, [a, b, c]) == {"a": 1, "b": 0}  # c is not built yet
+    assert warehouse.listed == ["lake"]  # a file waits: which tables exist is read from the schema's listing
     assert len(warehouse.queries) == 1
     waiting = pending(warehouse, [a, b, c])
     assert idle_models([a, b, c], waiting) == {"b", "stg_b"}
@@ -175,7 +181,9 @@ def test_the_ledger_is_read_again_only_when_its_snapshot_changed(tmp_path):
     warehouse._ledger.append(("a", "c1.parquet"))  # a run applied c1: the ledger has a new snapshot
     warehouse.snapshot = 8
     warehouse.queries.clear()
+    listed = len(warehouse.listed)
     assert pending(warehouse, [a], cache_dir=state).counts == {"a": 0}
+    assert len(warehouse.listed) == listed  # nothing waits: no listing of the schema, only whether the table exists
     assert [q for q in warehouse.queries if "show table extended" not in q]
 
     (state / "ledger_cache.json").write_text("[damaged", encoding="utf-8")
