@@ -268,22 +268,21 @@ class Warehouse:
         """Where each Iceberg table of a schema keeps its current metadata file (its `metadata_location`
         property), by table (lower case), from the same listing as `listed_columns` (no statement when it
         was listed since the last `execute`). Empty when the listing fails."""
-        self.listed_columns(schema)
-        located = {}
-        for _, name, temporary, information in self._listings.get(schema.lower(), []):
-            found = None if temporary else METADATA_LOCATION.search(str(information or ""))
-            if found:
-                located[str(name).lower()] = found[1]
-        return located
+        return self._listed(schema, lambda information: (found := METADATA_LOCATION.search(information)) and found[1])
 
     def listed_property(self, schema: str, key: str) -> dict[str, str]:
         """The value of property `key` of each table or view of a schema that has it, by name (lower case),
         from the same listing as `listed_columns` (`listed_value`)."""
+        return self._listed(schema, lambda information: listed_value(information, key))
+
+    def _listed(self, schema: str, read) -> dict[str, str]:
+        """What `read` finds in the listing text of each table or view of a schema (no temporary view), by name
+        (lower case), where it finds something."""
         self.listed_columns(schema)
         found = {}
         for _, name, temporary, information in self._listings.get(schema.lower(), []):
-            value = None if temporary else listed_value(str(information or ""), key)
-            if value is not None:
+            value = None if temporary else read(str(information or ""))
+            if value:
                 found[str(name).lower()] = value
         return found
 
