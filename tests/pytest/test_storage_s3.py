@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyarrow import fs
 
+from helpers.pending_warehouse import PendingWarehouse
 from helpers.s3 import Server, free_port_block
 from python_hooks.evolution.footers import FooterCache, read_footer
 from python_hooks.landing.files import empty_files, landing_files, raw_files
@@ -154,25 +155,6 @@ def test_add_source_reads_the_same_raw_table_from_s3_and_refuses_the_same_empty_
             read_raw_table("dms", Location.parse(folder), ["id"], "last_update_time", "crm.customer")
 
 
-class _Warehouse:
-    """What `pending` asks of the warehouse: which tables exist, the ledger's rows; no Spark."""
-
-    meta_schema = "lake_cdc_meta"
-
-    def __init__(self, tables: set[tuple[str, str]], ledger: list[tuple[str, str]]) -> None:
-        self._tables, self._ledger, self.queries = tables, ledger, []
-
-    def table_exists(self, schema: str, identifier: str) -> bool:
-        return (schema, identifier) in self._tables
-
-    def listed_columns(self, schema: str) -> dict:  # a file waits: the schema's listing says which tables exist
-        return {}
-
-    def query(self, sql: str) -> list[tuple]:
-        self.queries.append(sql)
-        return self._ledger
-
-
 def test_files_waiting_in_an_s3_folder_are_listed_in_python_not_by_a_listing_table(landing):
     root, s3_root, folders = landing
     remote = f"{s3_root}/{folders['customer']}"
@@ -189,7 +171,7 @@ def test_files_waiting_in_an_s3_folder_are_listed_in_python_not_by_a_listing_tab
         table_name="customer",
         landing=remote,
     )
-    warehouse = _Warehouse(
+    warehouse = PendingWarehouse(
         {("lake", "customer"), ("lake_cdc_meta", "cdc_file_ledger")}, [("customer", "LOAD00000001.parquet")]
     )
     waiting = pending(warehouse, [table])

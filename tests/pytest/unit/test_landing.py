@@ -7,6 +7,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+from helpers.pending_warehouse import PendingWarehouse
 from python_hooks.landing.files import (
     delivery_order,
     empty_files,
@@ -69,27 +70,6 @@ def test_empty_files_and_local_folders(tmp_path):
     assert not is_listed_here("abfss://c@account.dfs.core.windows.net/landing")
 
 
-class _Warehouse:
-    """What pending_files asks of the warehouse: which tables exist (`listed`: the schemas listed in full first,
-    as the schema hook reads them), and the ledger's rows."""
-
-    meta_schema = "lake_cdc_meta"
-
-    def __init__(self, tables: set[tuple[str, str]], ledger: list[tuple[str, str]]) -> None:
-        self._tables, self._ledger, self.queries, self.listed = tables, ledger, [], []
-
-    def table_exists(self, schema: str, identifier: str) -> bool:
-        return (schema, identifier) in self._tables
-
-    def listed_columns(self, schema: str) -> dict:
-        self.listed.append(schema)
-        return {}
-
-    def query(self, sql: str) -> list[tuple]:
-        self.queries.append(sql)
-        return [row for row in self._ledger if f"'{row[0]}'" in sql.split(" in (", 1)[1]]
-
-
 def _table(folder: Path, name: str) -> CdcTable:
     return CdcTable(
         model=name,
@@ -110,7 +90,7 @@ def test_files_waiting_are_listed_files_the_ledger_lacks_in_one_query(tmp_path):
     _touch(tmp_path / "a", "LOAD1.parquet", "2026/11/25/c1.parquet", "_SUCCESS")
     _touch(tmp_path / "b", "LOAD1.parquet")
     a, b, c = _table(tmp_path / "a", "a"), _table(tmp_path / "b", "b"), _table(tmp_path / "c", "c")
-    warehouse = _Warehouse(
+    warehouse = PendingWarehouse(
         {("lake", "a"), ("lake", "b"), ("lake_cdc_meta", "cdc_file_ledger")},
         [("a", "LOAD1.parquet"), ("b", "LOAD1.parquet"), ("c", "c1.parquet")],
     )
@@ -130,7 +110,7 @@ def test_the_plan_leaves_out_a_table_whose_file_names_repeat_and_what_does_not_f
     _touch(tmp_path / "a", "x/f.parquet", "y/f.parquet")
     _touch(tmp_path / "b", "g.parquet")
     a, b = _table(tmp_path / "a", "a"), _table(tmp_path / "b", "b")
-    warehouse = _Warehouse({("lake", "a"), ("lake", "b"), ("lake_cdc_meta", "cdc_file_ledger")}, [])
+    warehouse = PendingWarehouse({("lake", "a"), ("lake", "b"), ("lake_cdc_meta", "cdc_file_ledger")}, [])
     waiting = pending(warehouse, [a, b])
     assert waiting.counts == {"a": 2, "b": 1}
     assert list(waiting.plan) == ["b"]  # two files named f.parquet: the macro refuses them in words
@@ -156,7 +136,7 @@ def test_staging_tests_get_the_plans_file_names_as_quoted_literals(tmp_path):
     assert handed == {"stg_a": "'it\\'s.parquet', 'x\\\\y.parquet'", "stg_b": "'1.parquet', '2.parquet'"}
 
 
-class _LedgerWithSnapshot(_Warehouse):
+class _LedgerWithSnapshot(PendingWarehouse):
     """The ledger as an Iceberg table: its current snapshot changes with every commit."""
 
     snapshot = 7
@@ -197,7 +177,9 @@ def test_python_lists_local_and_file_uri_folders_and_leaves_other_schemes_to_spa
     uri = replace(_table(tmp_path / "a", "f"), landing=as_uri, folder=Location.parse(as_uri))
     azure = "abfss://c@account.dfs.core.windows.net/landing/a"
     other = replace(_table(tmp_path / "a", "g"), landing=azure, folder=Location.parse(azure))
-    warehouse = _Warehouse({("lake", "a"), ("lake", "f"), ("lake", "g"), ("lake_cdc_meta", "cdc_file_ledger")}, [])
+    warehouse = PendingWarehouse(
+        {("lake", "a"), ("lake", "f"), ("lake", "g"), ("lake_cdc_meta", "cdc_file_ledger")}, []
+    )
     waiting = pending(warehouse, [local, uri, other])
     assert waiting.counts == {"a": 1, "f": 1}  # g: Spark's listing table lists it, and it does not exist yet
     assert waiting.plan["f"] == {"folder": as_uri, "files": [["LOAD1.parquet", "LOAD1.parquet"]], "bytes": 4}
