@@ -5,7 +5,7 @@ skips there)."""
 from __future__ import annotations
 
 import pytest
-from dbt.tests.adapter.dbt_show.test_dbt_show import BaseShowLimit, BaseShowSqlHeader
+from dbt.tests.adapter.dbt_show.test_dbt_show import BaseShowLimit
 from dbt.tests.adapter.empty.test_empty import BaseTestEmpty, BaseTestEmptyInlineSourceRef, BaseTestEmptySeedFlag
 from dbt.tests.adapter.simple_seed.test_seed import BaseTestEmptySeed
 from dbt.tests.adapter.store_test_failures_tests import basic
@@ -32,10 +32,6 @@ class TestShowLimit(BaseShowLimit):
     def test_limit(self, project, args, expected):
         super().test_limit(project, args, expected)
 
-    pass
-
-
-class TestShowSqlHeader(BaseShowSqlHeader):
     pass
 
 

@@ -2,8 +2,9 @@
 through dbt on the suite's target (local, or cluster with ADAPTER_SUITE_TARGET), in the suite's small projects
 with the project's macros loaded: seeds (macros/spark/seed.sql), a model changing materialization
 (macros/spark/create_view_as.sql, drop_relation.sql), a dropped schema (drop_schema.sql), a view too long for the
-local metastore (create_view_as.sql), a snapshot with a list unique_key (macros/snapshot/snapshot.sql) and run_query
-of a DDL statement (macros/spark/run_query.sql, which the cluster target needs)."""
+local metastore (create_view_as.sql), a snapshot with a list unique_key (macros/snapshot/snapshot.sql), run_query
+of a DDL statement (macros/spark/run_query.sql, which the cluster target needs) and `dbt show` of a model with a
+sql_header (macros/spark/show.sql: dbt Labs' class, moved here from test_commands.py, which make test leaves out)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
+from dbt.tests.adapter.dbt_show.test_dbt_show import BaseShowSqlHeader
 from dbt.tests.util import get_manifest, run_dbt, run_dbt_and_capture, write_file
 
 from helpers.adapter_suite import EMPTIED_FOLDERS_KEPT, LOCAL_FILES_ONLY, SUITE_TARGET
@@ -335,3 +337,8 @@ class TestSnapshotListUniqueKey:
             (2, 10, "c", True),
             (2, 11, "d", True),
         ]
+
+
+class TestShowSqlHeader(BaseShowSqlHeader):
+    """The project's get_show_sql describes the query to find its timestamp columns (issue 41): with the model's
+    sql_header in front, which here defines the CTE the query reads."""
