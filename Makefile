@@ -220,14 +220,19 @@ test-servers: install check-java cluster-packages
 test-live-browser: install check-java cluster-packages
 	$(BIN)/python -m pytest tests/pytest -m "(live or browser) and not ($(LONG_SUITES))" --durations=25 $(PYTEST_ARGS)
 
-# make test, the long suites and a short soak (3 tables, an hour of runs, one kill): the nightly tier.
+# make test, the long suites and a short soak (3 tables, an hour of runs, one kill): the nightly tier. Every part
+# runs even when one before it failed (a failing test must not hide what faults or fuzz would find); the parts
+# that failed are named at the end, and then it fails.
 test-all: install check-java cluster-packages
+	@failed=""; \
 	$(BIN)/python scripts/test_groups.py "servers=($(SERVERS_GROUP)) and not (faults_full or fuzz_full)" \
-	  "embedded=not ($(SERVERS_GROUP)) and not (faults_full or fuzz_full)" -- $(PYTEST_ARGS)
-	$(MAKE) --no-print-directory faults
-	$(MAKE) --no-print-directory fuzz
+	  "embedded=not ($(SERVERS_GROUP)) and not (faults_full or fuzz_full)" -- $(PYTEST_ARGS) || failed="$$failed tests"; \
+	$(MAKE) --no-print-directory faults || failed="$$failed faults"; \
+	$(MAKE) --no-print-directory fuzz || failed="$$failed fuzz"; \
 	SOAK_TABLES=3 SOAK_MINUTES=60 SOAK_MAINTAIN_EVERY=30 SOAK_KILL_RUNS=5 SOAK_WORK=$(CURDIR)/target/soak-short \
-	  $(MAKE) --no-print-directory soak
+	  $(MAKE) --no-print-directory soak || failed="$$failed soak"; \
+	if [ -n "$$failed" ]; then echo "test-all: failed:$$failed (each part's output above)"; exit 1; fi; \
+	echo "test-all: tests, faults, fuzz and the short soak passed"
 
 # dbt Labs' adapter test suite with the project's macros (tests/pytest/adapter_suite/, docs/models.md), every class of it; make test runs it too, but for the classes marked adapter_suite_full.
 test-adapter: install check-java
