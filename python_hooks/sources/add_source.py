@@ -46,10 +46,12 @@ from python_hooks.sources.model import (
 )
 from python_hooks.sources.raw_table import read_raw_table
 from python_hooks.sources.yml import (
+    compose_yaml,
     current_model,
     current_sql,
     dump,
     indent_lines,
+    load_yaml,
     models_file,
     sources_file,
     staging_model,
@@ -123,7 +125,7 @@ def build_request(
 
 def _yml_files(project_dir: Path) -> list[Path]:
     try:
-        project = yaml.safe_load((project_dir / "dbt_project.yml").read_text(encoding="utf-8")) or {}
+        project = load_yaml((project_dir / "dbt_project.yml").read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as error:
         raise AddSourceError(f"{project_dir} is not a dbt project: {error}".splitlines()[0]) from None
     found = []
@@ -134,7 +136,7 @@ def _yml_files(project_dir: Path) -> list[Path]:
 
 def _load(path: Path) -> dict:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as error:
         raise AddSourceError(f"{path} does not parse as YAML: {str(error).splitlines()[0]}") from None
     return data if isinstance(data, dict) else {}
@@ -153,7 +155,7 @@ def append_item(
 ) -> str:
     """`text` with `item` (block-sequence item lines at indent 0) appended to the block list that
     `locate` finds, every existing line kept as it is."""
-    sequence = locate(yaml.compose(text))
+    sequence = locate(compose_yaml(text))
     if not isinstance(sequence, yaml.SequenceNode) or sequence.flow_style or not sequence.value:
         raise AddSourceError(f"cannot append to {path}: the list is not a block list with an entry; add it by hand")
     lines = text.splitlines(keepends=True)
@@ -235,8 +237,8 @@ def _source_append(
     expected = _load(path)
     for source in expected["sources"]:
         if isinstance(source, dict) and source.get("name") == request.source_name:
-            source["tables"].append(yaml.safe_load(_dump_lines(table_entry(request, raw, keys, shape)))[0])
-    if yaml.safe_load(new_text) != expected:
+            source["tables"].append(load_yaml(_dump_lines(table_entry(request, raw, keys, shape)))[0])
+    if load_yaml(new_text) != expected:
         raise AddSourceError(f"cannot append to {path} safely (unusual layout): add the table entry by hand")
     return FileWrite(path, new_text, "append")
 
@@ -253,7 +255,7 @@ def _models_write(path: Path, model: dict) -> FileWrite:
     new_text = append_item(path, text, lambda root: _mapping_value(root, "models"), item, blank_line=False)
     expected = _load(path)
     expected["models"].append(model)
-    if yaml.safe_load(new_text) != expected:
+    if load_yaml(new_text) != expected:
         raise AddSourceError(f"cannot append to {path} safely (unusual layout): add the model by hand")
     return FileWrite(path, new_text, "append")
 
