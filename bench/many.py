@@ -3,7 +3,9 @@
 M  BENCH_MANY_TABLES tables (default 20; a few columns, BENCH_MANY_ROWS rows each, batches of
    BENCH_MANY_BATCH changes; BENCH_MANY_BATCHES batches, all but the last applied as warm-up runs,
    default 1: none, the session is warm from the stages before) in a dbt project of their own
-   (bench/project.py, `many_models`), applied by `make run`'s equivalent in this process
+   (bench/project.py), each table added as a user adds one: `python -m python_hooks add-source dms`
+   on its landed full load (`add_sources`), with the models and the data tests add-source writes,
+   so M and Z include what real tables pay for their tests; applied by `make run`'s equivalent in this process
    (python_hooks.pipeline.run_pipeline: dbt parse, the state tables, the schema-evolution hook,
    `dbt build`), against the hand-written job (bench/baseline.py) looping over the same tables in
    one session, each table set back to its snapshot before the batch. Every table is checked
@@ -22,11 +24,12 @@ from pathlib import Path
 
 from bench import baseline
 from bench.context import Run
-from bench.generate import KEY, SOURCE_SCHEMA, TableData, generate_table
+from bench.generate import KEY, TableData, generate_table
 from bench.harness import BenchDbt, check, land
 from bench.instrument import breakdown, statement_counts
-from bench.project import build_project, many_models
+from bench.project import build_project
 from python_hooks.project.storage import Location
+from python_hooks.sources.add_source import add_source
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +42,7 @@ SESSION_STEPS = ("parse", "run-operation cdc_create_meta_tables")
 class ManyTables:
     dbt: BenchDbt
     tables: list[TableData]
+    project_dir: Path
 
     def relation(self, schema: str, data: TableData) -> str:
         return f"{schema}_current.{SOURCE}__{data.name}"
@@ -50,9 +54,7 @@ def table_names(count: int) -> list[str]:
 
 
 def prepare(run: Run) -> ManyTables:
-    """Generate the tables' raw files and their dbt project."""
-    from python_hooks.evolution.types import spark_type
-
+    """Generate the tables' raw files and their dbt project (no model yet: add_sources writes them)."""
     settings = run.settings
     names = table_names(settings.many_tables)
     with run.stages.stage("many: generate raw files", rows=settings.many_tables * settings.many_rows):
@@ -70,16 +72,22 @@ def prepare(run: Run) -> ManyTables:
             )
             for number, name in enumerate(names)
         ]
-    columns = [(name, spark_type(SOURCE_SCHEMA.field(name).type)) for name in COLUMNS]
     project = build_project(
-        run.work,
-        [Path(p) for p in settings.patches],
-        settings.ref,
-        name="project_many",
-        models=many_models(SOURCE, names, columns, KEY),
+        run.work, [Path(p) for p in settings.patches], settings.ref, name="project_many", models=_no_models
     )
     dbt = BenchDbt(project, run.schema, run.landing, run.work / "logs_many", settings.target)
-    return ManyTables(dbt, tables)
+    return ManyTables(dbt, tables, project.project_dir)
+
+
+def _no_models(models_dir: Path) -> None:
+    models_dir.mkdir(parents=True, exist_ok=True)
+
+
+def add_sources(run: Run, many: ManyTables) -> None:
+    """Each table's source entry, its two models and their data tests, written by add-source from the
+    footers of its landed raw files (what docs/sources.md tells a user to run)."""
+    for data in many.tables:
+        add_source(many.project_dir, str(run.landing), "dms", [SOURCE, data.name], [KEY])
 
 
 def _folder(run: Run, data: TableData) -> Location:
@@ -128,6 +136,7 @@ def measure_batch(run: Run, many: ManyTables, handwritten: bool) -> None:
     sql = run.sql
     for data in many.tables:
         land(data.load_files, _folder(run, data))
+    add_sources(run, many)
     _pipeline_stage(run, many, "many: initial run (make run)", sum(d.rows for d in many.tables))
     for number in range(1, run.settings.many_batches):
         for data in many.tables:

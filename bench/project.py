@@ -7,12 +7,13 @@ project tunes the benchmark:
     configs apply: `current_state/` gets the cdc_current_state materialization, its tblproperties, ...), with only
     the paths changed: models from bench/dbt/models, macros from the project's macros;
   - `profiles/` is the main profile (same Spark settings: driver memory, shuffle partitions, ...);
+  - `models/docs/` holds the project's doc blocks, which the models ymls of add-source refer to;
   - the bench models are what users write: a source yml, a one-line staging model calling
     `stg_dms_changes`, a one-line current-state model calling `cdc_current_state`.
 
 The many-tables stages (M, Z) run `make run`'s equivalent on a project of their own, holding only
-their tables (`build_project(..., name="project_many", models=many_models(...))`): the same
-files, with generated models for N tables instead of bench/dbt/models (the count is a setting).
+their tables (`build_project(..., name="project_many", models=...)`): the same files, with the
+models add-source writes for N tables instead of bench/dbt/models (bench/many.py; the count is a setting).
 
 BENCH_REF (a git commit) takes those files from that commit instead of the working tree.
 BENCH_PATCH (paths of unified diffs against the repository, comma-separated) is applied to this
@@ -32,7 +33,8 @@ import yaml
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCH_MODELS = Path(__file__).resolve().parent / "dbt" / "models"
-COPIED = ("dbt_project.yml", "macros", "profiles")
+# models/docs: the doc blocks (the contract's) that the models ymls add-source writes refer to.
+COPIED = ("dbt_project.yml", "macros", "profiles", "models/docs")
 UNUSED_PATHS = ("seed-paths", "snapshot-paths", "test-paths", "analysis-paths")
 
 
@@ -92,7 +94,7 @@ def build_project(
     for patch in patches:
         _apply(Path(patch).resolve(), project_dir)
     if models is None:
-        shutil.copytree(BENCH_MODELS, project_dir / "models")
+        shutil.copytree(BENCH_MODELS, project_dir / "models", dirs_exist_ok=True)
     else:
         models(project_dir / "models")
 
@@ -110,49 +112,3 @@ def build_project(
         encoding="utf-8",
     )
     return BenchProject(project_dir, project_dir / "profiles", config, tuple(str(p) for p in patches), ref)
-
-
-def many_models(
-    source: str, tables: Sequence[str], columns: Sequence[tuple[str, str]], key: str
-) -> Callable[[Path], None]:
-    """The models of a project with len(tables) DMS tables of one source, as a user writes them: a
-    source yml, a one-line staging model and a one-line current-state model per table.
-    `columns`: (name, Spark type) of the raw files' business columns."""
-
-    def write(models_dir: Path) -> None:
-        staging = models_dir / "staging" / source
-        current = models_dir / "current_state" / source
-        staging.mkdir(parents=True)
-        current.mkdir(parents=True)
-        sources = {
-            "version": 2,
-            "sources": [
-                {
-                    "name": source,
-                    "description": f"Benchmark source (bench/run.py, many-tables stage): {len(tables)} tables "
-                    "replicated by AWS DMS (Parquet), one folder per table under "
-                    f"`$CDC_LANDING_ROOT/dms/{source}/`.",
-                    "schema": "parquet",
-                    "quoting": {"identifier": True},
-                    "meta": {"cdc_producer": "dms", "dms_timestamp_column": "last_update_time"},
-                    "tables": [
-                        {
-                            "name": table,
-                            "identifier": "{{ env_var('CDC_LANDING_ROOT') }}/dms/" + f"{source}/{table}",
-                            "columns": [{"name": name, "data_type": data_type} for name, data_type in columns],
-                        }
-                        for table in tables
-                    ],
-                }
-            ],
-        }
-        (staging / f"_{source}__sources.yml").write_text(yaml.safe_dump(sources, sort_keys=False), encoding="utf-8")
-        for table in tables:
-            (staging / f"stg_{source}__{table}.sql").write_text(
-                f"{{{{ stg_dms_changes('{source}', '{table}') }}}}\n", encoding="utf-8"
-            )
-            (current / f"{source}__{table}.sql").write_text(
-                f"{{{{ cdc_current_state('stg_{source}__{table}', unique_key=['{key}']) }}}}\n", encoding="utf-8"
-            )
-
-    return write

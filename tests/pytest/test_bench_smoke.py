@@ -147,6 +147,11 @@ def test_benchmark_runs_and_its_tables_equal_the_replay(spark, schema, tmp_path)
         for moment in ("after the batch", "after idle run"):
             assert checks[f"many t{number:02d} {moment}"]["actual"] == expected, (number, moment)
     assert written["idle"]["tables"] == TINY.many_tables
+    # The tables are add-source's, with its data tests: the run that applied a batch to each ran them (folded,
+    # at most one statement a table), the idle run none.
+    counts = {s["stage"]: s["counts"] for s in written["stages"] if "counts" in s}
+    assert 1 <= counts["many: incremental run (make run)"]["test_statements"] <= TINY.many_tables
+    assert counts["many: idle run (make run)"]["test_statements"] == 0
     assert written["idle"]["tables_committed"] == 0 and written["idle"]["commits"] == {}
     # Landing history: both tables equal the replay of the same events.
     for table in ("history", "history_few"):
