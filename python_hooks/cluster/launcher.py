@@ -40,7 +40,7 @@ def up(config: ClusterConfig) -> None:
         if not (Path(tool).exists() or shutil.which(tool) or list(Path("/usr/lib/postgresql").glob(f"*/bin/{tool}"))):
             raise SystemExit(f"{name} is not installed: run `make cluster-packages`")
     start_postgres(config)
-    prepare_metastore(config)
+    prepare_metastore(config, server_running=running_pid(config, "thrift") is not None)
     start_master(config)
     start_worker(config)
     start_thrift(config)

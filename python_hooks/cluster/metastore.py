@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import subprocess
 import zipfile
 
@@ -32,8 +33,14 @@ def start_postgres(config: ClusterConfig) -> None:
     postgres.start(config.postgres)
 
 
-def prepare_metastore(config: ClusterConfig) -> None:
-    """The metastore database and its lock tables; every statement is safe to run again."""
+def prepare_metastore(config: ClusterConfig, server_running: bool = True) -> None:
+    """The metastore database and its lock tables; every statement is safe to run again.
+
+    Locks are taken by the Thrift Server (Iceberg's commit lock) and heartbeated while it lives.
+    A lock older than STALE_LOCK_SECONDS belongs to a process that died. When this machine's
+    Thrift Server is not running (`up` is about to start it), every lock taken from this machine is
+    an orphan too: a server killed in the middle of a commit leaves its lock, and Hive 2.3's
+    metastore never expires it, so the next commit to that table would wait for it."""
     user = config.metastore_user
     if not psql(config, f"select 1 from pg_roles where rolname = '{user}'"):
         psql(config, f'create role "{user}" login')
@@ -41,14 +48,16 @@ def prepare_metastore(config: ClusterConfig) -> None:
         psql(config, f'create database {METASTORE_DB} owner "{user}"')
     psql(config, f'set role "{user}"; {LOCK_TABLES_SQL.read_text()}', database=METASTORE_DB)
     create_metastore_schema(config)
+    host = socket.gethostname().split(".")[0].replace("'", "''")
+    orphan = "" if server_running else f" or split_part(hl_host, '.', 1) = '{host}'"
     stale = psql(
         config,
         "delete from hive_locks where hl_last_heartbeat < "
-        f"(extract(epoch from now()) - {STALE_LOCK_SECONDS}) * 1000 returning hl_lock_ext_id",
+        f"(extract(epoch from now()) - {STALE_LOCK_SECONDS}) * 1000{orphan} returning hl_lock_ext_id",
         database=METASTORE_DB,
     )
     if stale:
-        log.warning("postgres: removed %d stale lock(s) left by a process that died", len(stale.splitlines()))
+        log.warning("postgres: removed %d lock(s) left by a process that died", len(stale.splitlines()))
 
 
 def metastore_properties(

@@ -73,7 +73,8 @@ def read_footer(file: RawFile) -> pa.Schema:
     what is wrong with it, if it has none or its columns cannot be told apart."""
     path = location(file)
     try:
-        schema = pq.read_schema(path.path, filesystem=path.filesystem)
+        metadata = pq.read_metadata(path.path, filesystem=path.filesystem)
+        schema = metadata.schema.to_arrow_schema()  # what pq.read_schema returns
     except StorageError as error:
         raise FooterReadError(f"cannot read the Parquet footer of {path}: {error}") from error
     except Exception as error:  # pyarrow raises OSError, ArrowInvalid, ... for a bad or missing file
@@ -81,6 +82,7 @@ def read_footer(file: RawFile) -> pa.Schema:
         raise FooterReadError(f"cannot read the Parquet footer of {path}: {reason}") from error
     if len(schema) == 0:
         raise FooterReadError(f"the Parquet file {path} has no columns")
+    _same_names_in_chunks(path, metadata)
     spellings: dict[str, str] = {}
     for name in schema.names:
         first = spellings.setdefault(name.lower(), name)
@@ -96,6 +98,26 @@ def read_footer(file: RawFile) -> pa.Schema:
                 " spelling"
             )
     return schema
+
+
+def _same_names_in_chunks(path: Location, metadata: pq.FileMetaData) -> None:
+    """Each row group names its columns again (a column chunk's path in the schema). pyarrow reads the
+    chunks by position, Spark's Parquet reader by that name: a footer damaged there decodes in pyarrow,
+    and Spark fails on it without naming the file (found by the fuzz corpus)."""
+    paths = [metadata.schema.column(i).path for i in range(metadata.num_columns)]
+    for group in range(metadata.num_row_groups):
+        chunks = metadata.row_group(group)
+        for i in range(chunks.num_columns):
+            try:
+                named = repr(chunks.column(i).path_in_schema)
+            except UnicodeDecodeError:
+                named = "with bytes that are not UTF-8"
+            if named != repr(paths[i]):
+                raise FooterReadError(
+                    f"cannot read the Parquet footer of {path}: its footer (the file's metadata) is damaged: row"
+                    f" group {group} names its column {i + 1} {named} where the schema says {paths[i]!r}, so Spark"
+                    " cannot read it; replace it with a good copy under the same name, or delete it"
+                )
 
 
 _MAGIC = b"PAR1"

@@ -65,15 +65,15 @@ def dms_files(tmp_path: Path) -> list[Path]:
 
 @pytest.fixture
 def counted_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every footer read, by file name (pyarrow.parquet.read_schema is what the module calls)."""
+    """Every footer read, by file name (pyarrow.parquet.read_metadata is what the module calls)."""
     reads: list[str] = []
-    real = pq.read_schema
+    real = pq.read_metadata
 
     def counting(where, *args, **kwargs):
         reads.append(Path(where).name)
         return real(where, *args, **kwargs)
 
-    monkeypatch.setattr(pq, "read_schema", counting)
+    monkeypatch.setattr(pq, "read_metadata", counting)
     return reads
 
 
@@ -453,12 +453,40 @@ def test_a_state_entry_whose_signature_differs_is_read_again(
 # ------------------------------------------------------------------------------------- read_pages
 
 
+def _chunks_named_as_the_schema(path: Path) -> None:
+    metadata = pq.read_metadata(path)
+    schema = [tuple(metadata.schema.column(i).path.split(".")) for i in range(metadata.num_columns)]
+    for group in range(metadata.num_row_groups):
+        named = [tuple(metadata.row_group(group).column(i).path_in_schema.split(".")) for i in range(len(schema))]
+        assert named == schema, f"row group {group}: {named} != {schema}"
+
+
+def test_a_footer_whose_row_group_renames_a_column_is_refused_naming_file_and_column(tmp_path: Path) -> None:
+    """A footer byte flipped inside a row group's own name for a column (found by the fuzz corpus: dms
+    flip_footer seed 4): pyarrow reads the file by position, Spark's reader fails on the name, naming no file."""
+    good = tmp_path / "20261121-124512345.parquet"
+    pq.write_table(pa.table({"customer_id": [1, 2], "row_audit_ts": ["a", "b"]}), good)
+    data = good.read_bytes()
+    footer = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+    chunk_name = data.index(b"row_audit_ts", data.index(b"row_audit_ts", footer) + 1)  # the schema's, then the chunk's
+    bad = tmp_path / "20261121-124512346.parquet"
+    bad.write_bytes(data[: chunk_name + 9] + b"\xdf" + data[chunk_name + 10 :])
+    assert pq.read_table(bad).num_rows == 2  # pyarrow reads it all the same
+    for read in (lambda f: read_union_schema([f]), read_pages):
+        with pytest.raises(FooterReadError) as error:
+            read(bad)
+        line = str(error.value)
+        assert str(bad) in line and "'row_audit_ts'" in line and "column 2" in line and "damaged" in line, line
+    read_pages(good)
+
+
 @pytest.mark.parametrize("source", ["dms_customer_address", "debezium_flattened"])
 @pytest.mark.parametrize("kind", sorted(BYTES))
 def test_read_pages_refuses_in_words_exactly_what_pyarrow_cannot_read(tmp_path: Path, source: str, kind: str) -> None:
     """Damaged bytes (the fuzz library's kinds, ten seeds each): `read_pages` refuses a file exactly when
     pyarrow cannot read it whole (a damaged page pyarrow's batch iterator would pass over in silence
-    included), in one line naming the file and saying what is wrong in words."""
+    included), or a row group names a column otherwise than the schema (pyarrow reads chunks by position,
+    Spark by that name), in one line naming the file and saying what is wrong in words."""
     name = Path(damaged_file(source)).name
     good = sample_files()[source][3][damaged_file(source)]
     for seed in range(10):
@@ -466,6 +494,7 @@ def test_read_pages_refuses_in_words_exactly_what_pyarrow_cannot_read(tmp_path: 
         path.write_bytes(damage(good, name, kind, seed, SOURCES[source].keys).files[name])
         try:
             pq.read_table(path)
+            _chunks_named_as_the_schema(path)
         except Exception:  # noqa: BLE001 - any failure: pyarrow cannot read it
             readable = False
         else:
