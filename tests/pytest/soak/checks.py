@@ -6,8 +6,9 @@ and the day's record of commands. Each check is a line of the report; the soak f
   is in the files as they landed and in no table;
 - the batch log: each batch (a model's ledger rows of one run) has one row whose counts equal the replay's
   (oracles/replay_counts.py) over the files as that batch read them, and the day's sums per table equal the
-  replay's; the one exception is the batch after a killed run that had committed the killed table's batch
-  (docs/ARCHITECTURE.md, "A true record of each run": it logs those changes as re-delivered);
+  replay's; the one exception is the batch after a killed run that had committed a batch of the table, at
+  any table's kill point, since a run records all its batches after its build (docs/ARCHITECTURE.md, "A true
+  record of each run": it logs those changes as re-delivered);
 - the ledger lists every landed file once per table; no branch is left;
 - storage bounded by the retention settings after the last `maintain`: snapshots per table within
   `keep_last` or the time window, metadata files within `metadata_versions`, and every data or delete file
@@ -182,15 +183,17 @@ def batch_log(
         rows = [row for row in log if row["model_name"] == table.model]
         invocations = {inv for inv, _, _ in batches}
         problems, shifted = [], 0
-        own_kills = [kill for kill in kills if kill.model == table.model]
+        # Every kill counts for every table, not only the one whose point it was: `make run` builds tables
+        # side by side and records all their batches once, after the build (python_hooks/commands/accounting.py),
+        # so a kill at one table's point also leaves the other tables' committed batches unlogged.
         # A row of a killed run whose ledger rows never came: allowed at a `during_*` point only (the
         # statement finished, the run went on and was killed after logging the batch).
         extra = [row for row in rows if row["run_id"] not in invocations]
         for row in extra:
-            killed = any(k.started <= row["started_at"] <= k.ended and k.point.startswith("during_") for k in own_kills)
+            killed = any(k.started <= row["started_at"] <= k.ended and k.point.startswith("during_") for k in kills)
             if not killed:
                 problems.append(f"a batch log row (run {row['run_id'][:8]}) for a batch the ledger does not have")
-        affected = {_first_after(batches, kill.ended) for kill in own_kills}
+        affected = {_first_after(batches, kill.ended) for kill in kills}
         logged_sums = dict.fromkeys(replay_counts.COUNTS, 0)
         for (invocation, _, _), wanted in zip(batches, expected, strict=True):
             mine = [row for row in rows if row["run_id"] == invocation]
