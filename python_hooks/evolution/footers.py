@@ -73,8 +73,7 @@ def read_footer(file: RawFile) -> pa.Schema:
     what is wrong with it, if it has none or its columns cannot be told apart."""
     path = location(file)
     try:
-        metadata = pq.read_metadata(path.path, filesystem=path.filesystem)
-        schema = metadata.schema.to_arrow_schema()  # what pq.read_schema returns
+        schema = pq.read_schema(path.path, filesystem=path.filesystem)
     except StorageError as error:
         raise FooterReadError(f"cannot read the Parquet footer of {path}: {error}") from error
     except Exception as error:  # pyarrow raises OSError, ArrowInvalid, ... for a bad or missing file
@@ -82,7 +81,6 @@ def read_footer(file: RawFile) -> pa.Schema:
         raise FooterReadError(f"cannot read the Parquet footer of {path}: {reason}") from error
     if len(schema) == 0:
         raise FooterReadError(f"the Parquet file {path} has no columns")
-    _same_names_in_chunks(path, metadata)
     spellings: dict[str, str] = {}
     for name in schema.names:
         first = spellings.setdefault(name.lower(), name)
@@ -103,7 +101,9 @@ def read_footer(file: RawFile) -> pa.Schema:
 def _same_names_in_chunks(path: Location, metadata: pq.FileMetaData) -> None:
     """Each row group names its columns again (a column chunk's path in the schema). pyarrow reads the
     chunks by position, Spark's Parquet reader by that name: a footer damaged there decodes in pyarrow,
-    and Spark fails on it without naming the file (found by the fuzz corpus)."""
+    and Spark fails on it without naming the file (found by the fuzz corpus). Called only once the row
+    groups have decoded (`read_pages`): on some damaged footers pyarrow's column-chunk accessor aborts
+    the process (a C++ exception it does not catch), where reading the row group raises."""
     paths = [metadata.schema.column(i).path for i in range(metadata.num_columns)]
     for group in range(metadata.num_row_groups):
         chunks = metadata.row_group(group)
@@ -147,6 +147,7 @@ def read_pages(file: RawFile) -> None:
             parquet = pq.ParquetFile(stream)
             for group in range(parquet.num_row_groups):  # one row group at a time (iter_batches may stop
                 parquet.read_row_group(group)  # short of a damaged page without a word)
+            metadata = parquet.metadata
     except StorageError as error:
         raise FooterReadError(f"cannot read the Parquet pages of {path}: {error}") from error
     except Exception as error:  # pyarrow raises OSError, ArrowInvalid, ArrowNotImplementedError, ...
@@ -156,6 +157,7 @@ def read_pages(file: RawFile) -> None:
             f" with a good copy under the same name, or delete it; pyarrow says: {detail}"
         )
         raise FooterReadError(f"cannot read the Parquet pages of {path}: {reason}") from error
+    _same_names_in_chunks(path, metadata)
 
 
 def _damage(path: Location, error: Exception) -> str:

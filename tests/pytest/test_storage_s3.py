@@ -119,13 +119,13 @@ def test_footers_on_s3_equal_the_local_ones_and_the_cache_reads_each_once(landin
     for file in readable:
         assert read_footer(file) == read_footer(local / file.relative)
     reads: list[str] = []
-    real = pq.read_metadata
+    real = pq.read_schema
 
     def counting(where, *args, **kwargs):
         reads.append(str(where))
         return real(where, *args, **kwargs)
 
-    monkeypatch.setattr(pq, "read_metadata", counting)
+    monkeypatch.setattr(pq, "read_schema", counting)
     cache = FooterCache(tmp_path / "footer_cache.json")
     on_s3 = cache.union_schema(remote, readable)
     assert on_s3 == FooterCache(tmp_path / "local.json").union_schema(
