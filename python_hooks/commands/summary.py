@@ -44,6 +44,12 @@ _SPARK_FILE_ERRORS = (
         " of the batch was applied. Replace it with a good copy under the same name (and delete a stale"
         " .crc), or delete it",
     ),
+    (  # Hadoop's local file system checks a .crc beside the file where Spark reads it unwrapped (a staging test)
+        re.compile(r"ChecksumException: Checksum error: (?P<file>\S+?) at \d+"),
+        "raw file {file} could not be read: the Hadoop checksum file beside it (.<name>.crc) does not match it"
+        " (the .crc is stale or damaged, or the file is); nothing of the batch was applied. Delete the stale .crc,"
+        " or replace the file with a good copy under the same name, or delete it",
+    ),
     (
         re.compile(r"Could not read footer for file: (?P<file>\S+?)\. "),
         "raw file {file} has no readable Parquet footer (not a Parquet file, cut short, or damaged); nothing"

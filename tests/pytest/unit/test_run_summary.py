@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from python_hooks.commands.summary import WHAT_TO_DO, run_summary
+from python_hooks.commands.summary import WHAT_TO_DO, run_summary, spark_file_error
 from python_hooks.project.session import META_FAILED, SessionError, create_meta_tables
 
 
@@ -217,3 +217,26 @@ def test_a_raw_file_gone_or_denied_when_spark_reads_it_is_one_line_naming_it(spa
     assert words in naming[0] and f"it failed {tests[0]}, {tests[1]}, {tests[2]} and 1 more" in naming[0], naming
     assert not any("o654" in line or "org.apache" in line for line in lines), lines
     assert lines[-1] == WHAT_TO_DO
+
+
+def test_a_damaged_checksum_file_spark_meets_unwrapped_is_one_line_naming_file_and_table():
+    """Hadoop's local file system checks a .crc beside the file; a staging test meets it without Spark's
+    'Encountered error while reading file' (found by the fuzz corpus, damaged_crc): still one worded line."""
+    folder = "/tmp/landing/dms/crm/customer_address"
+    message = (
+        "  An error occurred while calling o17351.collectToPython.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 6095.0 failed 1 times,"
+        " most recent failure: Lost task 0.0 (TID 5737) (192.0.2.2 executor driver):"
+        f" org.apache.hadoop.fs.ChecksumException: Checksum error: file:{folder}/20261103-101000000.parquet at 0"
+        " exp: -735932489 got: 1369772809\n"
+    )
+    table = SimpleNamespace(
+        folder=folder, model="crm__customer_address", staging_model="stg_crm__customer_address", source="crm.x"
+    )
+    found = spark_file_error(message, [table])
+    assert found is not None, message
+    model, line = found
+    assert model == "crm__customer_address"
+    assert "20261103-101000000.parquet" in line and ".crc" in line and "nothing of the batch was applied" in line
+    assert "ChecksumException" not in line and "o17351" not in line
+    assert spark_file_error(message.replace("ChecksumException: Checksum error", "IOException: other"), [table]) is None
