@@ -24,6 +24,7 @@ import datetime as dt
 import json
 import logging
 import os
+import zlib
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,6 +159,43 @@ def read_pages(file: RawFile) -> None:
         )
         raise FooterReadError(f"cannot read the Parquet pages of {path}: {reason}") from error
     _same_names_in_chunks(path, metadata)
+    _matches_its_checksum(path)
+
+
+_CRC_MAGIC = b"crc\0"
+
+
+def _matches_its_checksum(path: Location) -> None:
+    """FooterReadError when Hadoop's local file system, which Spark reads a local raw file through, would refuse
+    the file for the checksum file beside it (`.<name>.crc`): a CRC32 of every chunk of the file, after a header
+    (`crc\\0`, the chunk's size). pyarrow never looks at it. A `.crc` without the header, or that cannot be read,
+    Hadoop ignores, and so does this."""
+    if not path.is_local:
+        return
+    crc = path.local_path.with_name(f".{path.name}.crc")
+    try:
+        sums = crc.read_bytes()
+        data = path.local_path.read_bytes() if sums[:4] == _CRC_MAGIC and len(sums) >= 8 else None
+    except OSError:
+        return
+    if data is None:
+        return
+    chunk = int.from_bytes(sums[4:8], "big", signed=True)
+    why = f"it says chunks of {chunk} bytes" if chunk <= 0 else None
+    for number, start in enumerate(range(0, len(data), chunk) if why is None else ()):
+        stored = sums[8 + 4 * number : 12 + 4 * number]
+        if len(stored) < 4:
+            why = f"it ends before the file does, at byte {start} of {len(data)}"
+        elif zlib.crc32(data[start : start + chunk]) != int.from_bytes(stored, "big"):
+            why = f"first at byte {start}"
+        if why is not None:
+            break
+    if why is not None:
+        raise FooterReadError(
+            f"cannot read {path}: the Hadoop checksum file beside it ({crc.name}) does not match it ({why}), so Spark"
+            f" would refuse to read the file: the .crc is stale or damaged, or the file is; delete the stale .crc, or"
+            f" replace the file with a good copy under the same name, or delete it"
+        )
 
 
 def _damage(path: Location, error: Exception) -> str:

@@ -7,6 +7,7 @@ import logging
 import os
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pyarrow as pa
@@ -506,6 +507,41 @@ def test_read_pages_refuses_in_words_exactly_what_pyarrow_cannot_read(tmp_path: 
         line = str(error.value)
         assert_worded(line, str(path), str(path), f"{kind} seed {seed}")
         assert "footer" in line or "pages do not decode" in line, line
+
+
+def _hadoop_crc(data: bytes, chunk: int = 512) -> bytes:
+    """A checksum file as Hadoop's local file system writes it beside a file (checked against the .crc files Spark
+    leaves in a warehouse): `crc\\0`, the chunk size, then the CRC32 of each chunk, all big-endian."""
+    sums = b"".join(zlib.crc32(data[i : i + chunk]).to_bytes(4, "big") for i in range(0, len(data), chunk))
+    return b"crc\0" + chunk.to_bytes(4, "big") + sums
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_damaged_or_stale_crc_beside_a_good_file_is_refused_in_words(tmp_path: Path, seed: int) -> None:
+    """Hadoop's local file system checks a `.<name>.crc` beside a file when Spark reads it, and fails naming no
+    table (found by `make fuzz`'s run sequences: a damaged .crc beside a LOAD file failed the staging view, and
+    the batch log had no row). `read_pages` checks it as Hadoop does: a matching one, or one without Hadoop's
+    header (which Hadoop ignores), passes; a damaged or stale one is refused naming the file and the .crc."""
+    name = Path(damaged_file("dms_customer_address")).name
+    good = sample_files()["dms_customer_address"][3][damaged_file("dms_customer_address")]
+    path = tmp_path / name
+    crc = tmp_path / f".{name}.crc"
+    path.write_bytes(good)
+    read_pages(path)  # no .crc
+    for fine in (_hadoop_crc(good), _hadoop_crc(good, 100), b"not a Hadoop checksum", b"crc\0"):
+        crc.write_bytes(fine)
+        read_pages(path)
+    for bad in (
+        damage(good, name, "damaged_crc", seed).files[crc.name],  # the fuzz library's: header, then garbage
+        _hadoop_crc(good)[:-4],  # stale: a file that grew since
+        _hadoop_crc(good[:-1] + bytes([good[-1] ^ 1])),  # the file changed since (its last byte)
+    ):
+        crc.write_bytes(bad)
+        with pytest.raises(FooterReadError) as error:
+            read_pages(path)
+        line = str(error.value)
+        assert_worded(line, str(path), str(path), f"damaged_crc seed {seed}")
+        assert crc.name in line and "does not match" in line, line
 
 
 def test_read_pages_of_a_file_gone_since_it_was_listed(tmp_path: Path, dms_files: list[Path]) -> None:
