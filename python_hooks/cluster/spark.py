@@ -138,6 +138,9 @@ def thrift_settings(config: ClusterConfig, environ: os._Environ[str] | dict[str,
         # Iceberg's commit lock heartbeats well within STALE_LOCK_SECONDS.
         "spark.hadoop.iceberg.hive.lock-heartbeat-interval-ms": "30000",
         "spark.sql.parquet.mergeSchema": "true",
+        # Raw files are never Spark 2's or legacy Hive's: ancient timestamps and dates are read as written.
+        "spark.sql.parquet.datetimeRebaseModeInRead": "CORRECTED",
+        "spark.sql.parquet.int96RebaseModeInRead": "CORRECTED",
         # Staging reads its folders through Parquet catalog tables (macros/cdc/landing.sql:
         # cdc_landing_raw_table): a session lists them at every statement, never once per session.
         "spark.sql.filesourceTableRelationCacheSize": "0",

@@ -13,14 +13,28 @@ def normalise(value):
     return value
 
 
+_EPOCH = dt.datetime(1970, 1, 1)
+
+
 def table_rows(spark, relation: str, key: Sequence[str], columns: Iterable[str]) -> dict[tuple, dict]:
-    """The whole table as key tuple -> {column: value} for the given columns."""
+    """The whole table as key tuple -> {column: value} for the given columns. Timestamps are read as microseconds
+    and made naive UTC datetimes here: pyspark's own conversion (datetime.fromtimestamp) fails on year 1, which
+    a raw file may hold (the fuzz library's extreme values)."""
     columns = list(columns)
-    quoted = ["`" + c.replace("`", "``") + "`" for c in columns]
-    rows = spark.table(relation).select(*quoted).collect()
+    table = spark.table(relation)
+    stamps = {f.name.lower() for f in table.schema.fields if f.dataType.typeName() == "timestamp"}
+    quoted = {c: "`" + c.replace("`", "``") + "`" for c in columns}
+    rows = table.selectExpr(
+        *(f"unix_micros({quoted[c]}) as {quoted[c]}" if c.lower() in stamps else quoted[c] for c in columns)
+    ).collect()
     result = {}
     for row in rows:
-        record = {c: normalise(row[c]) for c in columns}
+        record = {
+            c: _EPOCH + dt.timedelta(microseconds=row[c])
+            if c.lower() in stamps and row[c] is not None
+            else normalise(row[c])
+            for c in columns
+        }
         k = tuple(record[c] for c in key)
         assert k not in result, f"{relation}: duplicate key {k}"
         result[k] = record
