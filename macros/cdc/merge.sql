@@ -79,7 +79,8 @@
     {%- set single_writer = cdc_single_writer() -%}
     {%- set one_merge = cdc_write_path(state) == 'merge' -%}
     {%- set batch_bytes = cdc_run_plan().get(target.identifier, {}).get('bytes') -%}
-    {%- set uncached = one_merge and batch_bytes is not none and batch_bytes <= cdc_uncached_batch_max_bytes() -%}
+    {%- set shuffled = one_merge and cdc_merge_shuffles(state) -%}
+    {%- set uncached = one_merge and not shuffled and batch_bytes is not none and batch_bytes <= cdc_uncached_batch_max_bytes() -%}
     {%- set named_reads = '' -%}
     {%- if uncached -%}
         {#- In the aggregate, the batch's events (read three times: ranked, their truncates, their keys)
@@ -244,8 +245,24 @@
     {%- do cdc_pause_point('before_publish') -%}
     {%- if matched or one_merge -%}
         {%- do cdc_fault_point('during_merge') -%}
+        {%- if shuffled -%}
+            {#- A table above cdc_merge_broadcast_max_bytes: the MERGE's outer join cannot broadcast it, so
+                it is a shuffle join, and Spark filters the table's side with a bloom filter of the batch's
+                keys before the shuffle (its runtime filter: the cached batch, filtered, is the creation
+                side; spark.sql.optimizer.runtime.bloomFilter.* in the profile), so only the rows of the
+                batch's keys are shuffled. Spark injects it only into a join it plans as a shuffle join
+                from both sides' sizes, and the batch is small enough to broadcast: for this one statement
+                nothing is broadcast by its estimated size (AQE still broadcasts by measured size,
+                spark.sql.adaptive.autoBroadcastJoinThreshold). The setting is the session's: another
+                thread's statement meanwhile is planned the same way, with the same result, and so is every
+                later one of a session whose MERGE failed before the reset. -#}
+            {%- do cdc_execute('set spark.sql.autoBroadcastJoinThreshold = -1') -%}
+        {%- endif -%}
         {%- do cdc_execute(cdc_merge_matched_sql(written, last, keys, target_columns, values,
             inserts=inserts and one_merge, unchanged=unchanged)) -%}
+        {%- if shuffled -%}
+            {%- do cdc_execute('reset spark.sql.autoBroadcastJoinThreshold') -%}
+        {%- endif -%}
         {%- do cdc_fault_point('after_merge') -%}
     {%- endif -%}
     {%- if on_branch -%}
@@ -277,10 +294,20 @@
         On a shared target a batch with new keys is written to a branch on either path (step 6).
         Both run in `make test` on the embedded target (CDC_ONE_MERGE_MAX_BYTES=0 forces 'split':
         tests/pytest/test_write_paths.py) and on the cluster (tests/pytest/test_cluster.py). -#}
-    {%- if state is not none and state.snapshot is not none and state.bytes <= cdc_one_merge_max_bytes() -%}
+    {%- set limit = cdc_one_merge_max_bytes() -%}
+    {%- if state is not none and state.snapshot is not none and (limit is none or state.bytes <= limit) -%}
         {{ return('merge') }}
     {%- endif -%}
     {{ return('split') }}
+{%- endmacro %}
+
+
+{% macro cdc_merge_shuffles(state) -%}
+    {#- Pure, from facts: whether a batch's one MERGE is a shuffle join with a bloom filter on the table's
+        side (its data files above cdc_merge_broadcast_max_bytes) rather than a broadcast of the table
+        (cdc_apply_batch, step 6). Such a batch is cached: a bloom filter is built only from a cached or
+        stored relation, not from the raw files' read. -#}
+    {{ return(state is not none and state.bytes > cdc_merge_broadcast_max_bytes()) }}
 {%- endmacro %}
 
 

@@ -31,9 +31,19 @@
 
 
 {% macro cdc_one_merge_max_bytes() -%}
-    {#- Up to which size of its data files a table takes a batch in one MERGE (see step 5):
-        the model's +cdc_one_merge_max_bytes, else CDC_ONE_MERGE_MAX_BYTES, else 32 MiB. -#}
-    {{ return((config.get('cdc_one_merge_max_bytes') or env_var('CDC_ONE_MERGE_MAX_BYTES', '33554432')) | int) }}
+    {#- Up to which size of its data files a table takes a batch in one MERGE (cdc_write_path): the
+        model's +cdc_one_merge_max_bytes, else CDC_ONE_MERGE_MAX_BYTES, else none (every table). -#}
+    {%- set limit = config.get('cdc_one_merge_max_bytes') or env_var('CDC_ONE_MERGE_MAX_BYTES', '') -%}
+    {{ return(none if limit == '' else limit | int) }}
+{%- endmacro %}
+
+
+{% macro cdc_merge_broadcast_max_bytes() -%}
+    {#- Up to which size of its data files a table is broadcast into its batch's MERGE; above it the MERGE
+        is a shuffle join whose table side Spark filters first with a bloom filter of the batch's keys
+        (cdc_apply_batch, step 6): the model's +cdc_merge_broadcast_max_bytes, else
+        CDC_MERGE_BROADCAST_MAX_BYTES, else 32 MiB. -#}
+    {{ return((config.get('cdc_merge_broadcast_max_bytes') or env_var('CDC_MERGE_BROADCAST_MAX_BYTES', '33554432')) | int) }}
 {%- endmacro %}
 
 

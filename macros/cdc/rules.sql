@@ -111,8 +111,10 @@
 
 
 {% macro cdc_last_changes(changes) -%}
-    {#- The last change per key that passes the truncate and tombstone guards, from the cached batch. -#}
-    {{ return('(select * from ' ~ changes ~ ' where _cdc_batch_outcome is null)') }}
+    {#- The last change per key that passes the truncate and tombstone guards, from the cached batch.
+        (A truncate's outcome is never null: `_cdc_op <> 'T'` changes no row, and is the comparison
+        Spark's runtime filter wants on the side it builds a bloom filter from, cdc_merge_shuffles.) -#}
+    {{ return('(select * from ' ~ changes ~ " where _cdc_batch_outcome is null and _cdc_op <> 'T')") }}
 {%- endmacro %}
 
 

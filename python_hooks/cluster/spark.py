@@ -148,6 +148,10 @@ def thrift_settings(config: ClusterConfig, environ: os._Environ[str] | dict[str,
         "spark.sql.shuffle.partitions": environ.get("CDC_SHUFFLE_PARTITIONS") or "4",
         "spark.sql.adaptive.enabled": "true",
         "spark.sql.adaptive.coalescePartitions.enabled": "true",
+        # A large table's MERGE: a shuffle join with a bloom filter on the table's side (profiles/profiles.yml).
+        "spark.sql.adaptive.autoBroadcastJoinThreshold": "10MB",
+        "spark.sql.optimizer.runtime.bloomFilter.applicationSideScanSizeThreshold": "32MB",
+        "spark.sql.optimizer.runtime.bloomFilter.creationSideThreshold": "256MB",
         "spark.default.parallelism": str(config.worker_cores),
     }
     return settings

@@ -43,9 +43,9 @@ MERGE_POINTS = {
     "after_tombstones": "crm__customer_master",
     "during_compaction": None,
 }
-# Points only the append + MERGE on a branch reaches on the embedded target (a table above
-# cdc_one_merge_max_bytes): there, run with CDC_ONE_MERGE_MAX_BYTES=0. The sample tables are small, so
-# every other point is reached on the one-MERGE path of the embedded target; after_merge is killed on
+# Points only the append + MERGE on a branch reaches on the embedded target (the 'split' path, a table
+# above cdc_one_merge_max_bytes): there, run with CDC_ONE_MERGE_MAX_BYTES=0. Every other point is reached
+# on the one-MERGE path of the embedded target; after_merge is killed on
 # both. On the shared target a batch with new keys is written on a branch on either path: only the
 # append's points (SPLIT_POINTS) need CDC_ONE_MERGE_MAX_BYTES=0 there.
 BRANCH_POINTS = {"after_branch_created", "during_insert", "after_insert", "after_publish"}

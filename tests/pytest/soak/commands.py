@@ -20,7 +20,14 @@ from soak.settings import Settings
 SCHEMA = "soak"  # CDC_SCHEMA: the soak's tables are soak_current.*, soak_cdc_meta.*
 SECRET = "soak-erasure-secret-0123456789"  # CDC_ERASURE_SECRET of every command (the erasure's keyed hash)
 # Variables of the caller's environment a soak command must not inherit (a test's kill or pause point).
-DROPPED = ("CDC_KILL_AT", "CDC_PAUSE_AT", "CDC_PAUSE_RELEASE", "CDC_ONE_MERGE_MAX_BYTES", "CDC_VERBOSE")
+DROPPED = (
+    "CDC_KILL_AT",
+    "CDC_PAUSE_AT",
+    "CDC_PAUSE_RELEASE",
+    "CDC_ONE_MERGE_MAX_BYTES",
+    "CDC_MERGE_BROADCAST_MAX_BYTES",
+    "CDC_VERBOSE",
+)
 
 
 @dataclass
