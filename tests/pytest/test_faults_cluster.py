@@ -191,8 +191,10 @@ def _children(pid: int) -> list[int]:
 
 
 def test_thrift_server_killed_mid_merge_is_repaired_by_the_next_run(cluster, schema, tmp_path):
-    """The server's JVM dies with the MERGE (on the batch's branch, not published) and every session:
-    the run fails; the server is started again; the next run applies the batch once."""
+    """The server's JVM dies one second into the MERGE (on the batch's branch, not published) with every
+    session, and is started again. The run fails, or, when the MERGE and the publish finished within that
+    second, it goes on once dbt has connected again (the profile retries connecting: seen in make
+    test-all on 2026-12-03); the next run applies the batch once."""
     restarted = {}
 
     def kill_thrift() -> None:
@@ -203,9 +205,16 @@ def test_thrift_server_killed_mid_merge_is_repaired_by_the_next_run(cluster, sch
 
     run = _fault_mid_merge(cluster, schema, tmp_path, kill_thrift)
     code = run.finish(600)
-    assert code != 0, "the run went on as if its server had not died:\n" + run.text[-3000:]
     fault = "Thrift Server killed mid-MERGE"
-    started = _recover(cluster, schema, tmp_path, fault, restart_seconds=round(restarted["seconds"], 1))
+    started = _recover(
+        cluster,
+        schema,
+        tmp_path,
+        fault,
+        restart_seconds=round(restarted["seconds"], 1),
+        faulty_run="succeeded" if code == 0 else "failed",
+        faulty_run_tail=run.text[-600:] if code else "",
+    )
     # The MERGE was on the batch's branch; if it had finished within the second, the publish may have too.
     batches = {PAUSED: killed_batch("during_merge", branch=True)}
     # the run records its batches after its build: with the server down then, the recovery records them
