@@ -147,8 +147,10 @@ def read_pages(file: RawFile) -> None:
         with path.filesystem.open_input_file(path.path) as stream:
             parquet = pq.ParquetFile(stream)
             for group in range(parquet.num_row_groups):  # one row group at a time (iter_batches may stop
-                parquet.read_row_group(group)  # short of a damaged page without a word)
+                _text_is_utf8(path, parquet.read_row_group(group))  # short of a damaged page without a word)
             metadata = parquet.metadata
+    except FooterReadError:
+        raise
     except StorageError as error:
         raise FooterReadError(f"cannot read the Parquet pages of {path}: {error}") from error
     except Exception as error:  # pyarrow raises OSError, ArrowInvalid, ArrowNotImplementedError, ...
@@ -160,6 +162,22 @@ def read_pages(file: RawFile) -> None:
         raise FooterReadError(f"cannot read the Parquet pages of {path}: {reason}") from error
     _same_names_in_chunks(path, metadata)
     _matches_its_checksum(path)
+
+
+def _text_is_utf8(path: Location, group: pa.Table) -> None:
+    """FooterReadError when a text column of a row group (a string, also inside a struct or list) holds bytes that
+    are not UTF-8: pyarrow decodes such a page without a word, and Spark would store the bytes as they are."""
+    for name, column in zip(group.column_names, group.columns, strict=True):
+        try:
+            column.validate(full=True)
+        except pa.ArrowInvalid as error:
+            if "utf8" not in str(error).lower():
+                raise
+            raise FooterReadError(
+                f"cannot read the Parquet pages of {path}: its text column {name!r} holds bytes that are not UTF-8"
+                f" text (a text column's values must be; damaged in storage or by its producer): replace it with a"
+                f" good copy under the same name, or delete it"
+            ) from error
 
 
 _CRC_MAGIC = b"crc\0"

@@ -627,3 +627,52 @@ def test_files_rewritten_on_purpose_are_not_changed_in_place(tmp_path: Path, dms
     found = FooterCache(state).read("crm.customer", dms_files, applied=names)
     assert sorted(found.changed) == sorted([str(reshaped), str(other)]), found.changed
     assert [name for name, _ in found.schemas] == [str(scrubbed)]
+
+
+def _not_utf8_text(values: list[bytes]) -> pa.Array:
+    """A string array whose bytes are taken as they are (pyarrow's constructors would check them)."""
+    offsets = [0]
+    for value in values:
+        offsets.append(offsets[-1] + len(value))
+    return pa.Array.from_buffers(
+        pa.string(),
+        len(values),
+        [None, pa.py_buffer(pa.array(offsets, pa.int32()).buffers()[1]), pa.py_buffer(b"".join(values))],
+    )
+
+
+def test_text_that_is_not_utf8_is_refused_naming_its_column(tmp_path: Path) -> None:
+    """A page whose text bytes are not UTF-8 decodes in pyarrow without a word, and Spark would store the bytes
+    (found by `make fuzz`'s run sequences: a flipped dictionary page was applied, and its rows could not be read
+    back as text). `read_pages` refuses it naming the file and the column, at the top level and inside a struct."""
+    bad = _not_utf8_text([b"Lyon", b"ab\x96c"])
+    for name, table in (
+        ("top.parquet", pa.table({"customer_id": [1, 2], "city": bad})),
+        ("nested.parquet", pa.table({"customer_id": [1, 2], "address": pa.StructArray.from_arrays([bad], ["city"])})),
+    ):
+        path = tmp_path / name
+        pq.write_table(table, path)
+        with pytest.raises(FooterReadError) as error:
+            read_pages(path)
+        line = str(error.value)
+        column = "city" if name == "top.parquet" else "address"
+        assert str(path) in line and f"text column '{column}'" in line and "not UTF-8" in line, line
+    good = tmp_path / "good.parquet"
+    pq.write_table(pa.table({"customer_id": [1, 2], "city": ["Lyon", "Zürich"]}), good)
+    read_pages(good)
+
+
+@pytest.mark.parametrize("kind", ["flip_dictionary_page", "flip_data_page"])
+def test_a_flipped_page_is_refused_or_reads_back_as_text(tmp_path: Path, kind: str) -> None:
+    """Whatever a flipped page leaves, `read_pages` refuses the file, or every value reads back (text as text)."""
+    for source in ("dms_customer_address", "debezium_flattened"):
+        name = Path(damaged_file(source)).name
+        good = sample_files()[source][3][damaged_file(source)]
+        for seed in range(30):
+            path = tmp_path / f"{source}-{seed}-{name}"
+            path.write_bytes(damage(good, name, kind, seed).files[name])
+            try:
+                read_pages(path)
+            except FooterReadError:
+                continue
+            pq.read_table(path).to_pylist()  # raises UnicodeDecodeError for text that is not UTF-8
