@@ -84,3 +84,42 @@ def test_a_scripted_erasure_keeps_the_invariants(dbt, spark, tmp_path, caplog):
     machine.land_valid(changes=[("U", 2, 0, 80)], slot=0)
     machine.run()
     machine.teardown()
+
+
+def test_a_flipped_dictionary_page_of_text_is_refused_before_the_run(dbt, spark, tmp_path, caplog):
+    """Found by `make fuzz` (2026-12-03): a flipped dictionary page left text bytes that are not UTF-8; pyarrow
+    decoded the page without a word, the file was applied, and its rows could not be read back as text. The
+    hooks now refuse it (evolution/footers.py: read_pages), and the table stays the replay of the accepted files."""
+    machine = RunSequences(Context(dbt, spark, tmp_path, caplog))
+    machine.add_column()
+    machine.replace(pick=7, changes=[("I", 6, 3, 223), ("U", 6, 3, 194)], kind="arrow_schema_metadata", seed=3)
+    machine.land_damaged(
+        changes=[("I", 1, 2, 240), ("U", 4, 1, 199), ("U", 1, 0, 206), ("I", 4, 1, 41)],
+        kind="flip_dictionary_page",
+        seed=20,
+        slot=3,
+    )
+    machine.run()
+    machine.teardown()
+
+
+@pytest.mark.nightly
+@pytest.mark.xfail(
+    strict=True,
+    reason="known (make fuzz, 2026-12-03): the hooks add a new file's column before the batch's validation in"
+    " Spark refuses the batch (an unknown operation), and the column stays",
+)
+def test_a_batch_refused_by_its_validation_adds_no_column(dbt, spark, tmp_path, caplog):
+    """A file with a new column whose `Op` pages were flipped into unknown operations: the batch is refused by
+    its validation (cdc_validate_batch), after the hooks evolved the table; the table must not keep the column."""
+    machine = RunSequences(Context(dbt, spark, tmp_path, caplog))
+    machine.replace(pick=2, changes=[("I", 6, 0, 0)], kind=None, seed=1)
+    machine.run()
+    machine.erase(key=1)
+    machine.remove(pick=10)
+    machine.add_column()
+    machine.run()
+    machine.land_damaged(changes=[("I", 6, 0, 5)], kind="flip_data_page", seed=2, slot=2)
+    machine.add_column()
+    machine.run()
+    machine.teardown()
