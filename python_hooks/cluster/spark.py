@@ -151,7 +151,6 @@ def thrift_settings(config: ClusterConfig, environ: os._Environ[str] | dict[str,
         # A large table's MERGE: a shuffle join with a bloom filter on the table's side (profiles/profiles.yml).
         "spark.sql.adaptive.autoBroadcastJoinThreshold": "10MB",
         "spark.sql.optimizer.runtime.bloomFilter.applicationSideScanSizeThreshold": "32MB",
-        "spark.sql.optimizer.runtime.bloomFilter.creationSideThreshold": "256MB",
         "spark.default.parallelism": str(config.worker_cores),
     }
     return settings

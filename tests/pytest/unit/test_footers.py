@@ -485,15 +485,16 @@ def test_a_footer_whose_row_group_renames_a_column_is_refused_naming_file_and_co
 def test_read_pages_refuses_in_words_exactly_what_pyarrow_cannot_read(tmp_path: Path, source: str, kind: str) -> None:
     """Damaged bytes (the fuzz library's kinds, ten seeds each): `read_pages` refuses a file exactly when
     pyarrow cannot read it whole (a damaged page pyarrow's batch iterator would pass over in silence
-    included), or a row group names a column otherwise than the schema (pyarrow reads chunks by position,
-    Spark by that name), in one line naming the file and saying what is wrong in words."""
+    included) or what it reads is not valid (text that is not UTF-8), or a row group names a column otherwise
+    than the schema (pyarrow reads chunks by position, Spark by that name), in one line naming the file and
+    saying what is wrong in words."""
     name = Path(damaged_file(source)).name
     good = sample_files()[source][3][damaged_file(source)]
     for seed in range(10):
         path = tmp_path / f"{seed}-{name}"
         path.write_bytes(damage(good, name, kind, seed, SOURCES[source].keys).files[name])
         try:
-            pq.read_table(path)
+            pq.read_table(path).validate(full=True)
             _chunks_named_as_the_schema(path)
         except Exception:  # noqa: BLE001 - any failure: pyarrow cannot read it
             readable = False
@@ -506,7 +507,7 @@ def test_read_pages_refuses_in_words_exactly_what_pyarrow_cannot_read(tmp_path: 
             read_pages(path)
         line = str(error.value)
         assert_worded(line, str(path), str(path), f"{kind} seed {seed}")
-        assert "footer" in line or "pages do not decode" in line, line
+        assert "footer" in line or "pages do not decode" in line or "not UTF-8" in line, line
 
 
 def _hadoop_crc(data: bytes, chunk: int = 512) -> bytes:
