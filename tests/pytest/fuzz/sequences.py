@@ -474,7 +474,7 @@ class RunSequences(RuleBasedStateMachine):
 
 def _readable(data: bytes) -> bool:
     try:
-        pq.read_table(io.BytesIO(data))
+        pq.read_table(io.BytesIO(data)).validate(full=True)  # text that is not UTF-8 included
     except Exception:  # noqa: BLE001 - any failure: pyarrow cannot read it
         return False
     return True
