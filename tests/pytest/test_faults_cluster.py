@@ -91,6 +91,11 @@ def _recover(cluster: Cluster, schema: str, tmp_path: Path, fault: str, **detail
     return started
 
 
+def _faulty_run(run: Output, code: int) -> dict[str, str]:
+    """What the record says of a run a fault met that may have finished: its outcome, and a failed one's last lines."""
+    return {"faulty_run": "succeeded" if code == 0 else "failed", "faulty_run_tail": run.text[-600:] if code else ""}
+
+
 def _assert_repaired(
     cluster: Cluster, schema: str, tmp_path: Path, label: str, started: float, batches: dict, others: frozenset
 ) -> None:
@@ -212,8 +217,7 @@ def test_thrift_server_killed_mid_merge_is_repaired_by_the_next_run(cluster, sch
         tmp_path,
         fault,
         restart_seconds=round(restarted["seconds"], 1),
-        faulty_run="succeeded" if code == 0 else "failed",
-        faulty_run_tail=run.text[-600:] if code else "",
+        **_faulty_run(run, code),
     )
     # The MERGE was on the batch's branch; if it had finished within the second, the publish may have too.
     batches = {PAUSED: killed_batch("during_merge", branch=True)}
@@ -247,8 +251,7 @@ def test_metastore_restarted_mid_merge_is_repaired_by_the_next_run(cluster, sche
         tmp_path,
         fault,
         restart_seconds=round(restarted["seconds"], 1),
-        faulty_run="succeeded" if code == 0 else "failed",
-        faulty_run_tail=run.text[-600:] if code else "",
+        **_faulty_run(run, code),
     )
     _assert_repaired(cluster, schema, tmp_path, fault, started, {PAUSED: ANY_REPAIR}, others=ONE_ROW)
 
@@ -277,6 +280,6 @@ def test_worker_killed_mid_merge_is_repaired_by_the_next_run(cluster, schema, tm
         tmp_path,
         fault,
         restart_seconds=round(restarted["seconds"], 1),
-        faulty_run="succeeded" if code == 0 else "failed",
+        faulty_run=_faulty_run(run, code)["faulty_run"],
     )
     _assert_repaired(cluster, schema, tmp_path, fault, started, {PAUSED: ANY_REPAIR}, others=ONE_ROW)
