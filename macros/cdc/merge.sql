@@ -72,8 +72,8 @@
     {%- set tombstones = '(select * from ' ~ tombstone_table ~ ' where model_name = ' ~ model_name
         ~ (' and false' if into_empty else '') ~ ')' -%}
     {#- The table as the batch finds it (step 5 reads it at that snapshot): from the run's plan, else
-        asked. A small table (its data files within cdc_one_merge_max_bytes) takes the whole batch in
-        one MERGE (step 6), and its last changes are classified against the table at that snapshot in
+        asked. A table on the 'merge' path (cdc_write_path) takes the whole batch in one MERGE
+        (step 6), and its last changes are classified against the table at that snapshot in
         the same query as the validation (`classified_now`: no query of its own). -#}
     {%- set state = none if into_empty else (cdc_planned_state(target.identifier) or cdc_table_state(target)) -%}
     {%- set single_writer = cdc_single_writer() -%}
@@ -172,10 +172,11 @@
     {%- endif -%}
     {%- do cdc_drop_stale_branches(target, state.branches, 0 if single_writer else 3600) -%}
     {%- set read_snapshot = state.snapshot -%}
-    {#- The one MERGE takes inserts too: its outer join then broadcasts the table, one commit
-        publishes the batch, and the comparison is not cached (the MERGE repeats it on the rows it
-        joins). A larger table keeps the append + matched-only MERGE (6), which never shuffles the
-        table. On a shared target another run could commit between the comparison and the MERGE,
+    {#- The one MERGE takes inserts too: its outer join broadcasts a small table and shuffles a large
+        one behind a bloom filter (cdc_merge_shuffles), one commit publishes the batch, and the
+        comparison is not cached (the MERGE repeats it on the rows it joins). The 'split' path (a table
+        above a cdc_one_merge_max_bytes a user set) appends and runs a matched-only MERGE (6), which never
+        shuffles the table. On a shared target another run could commit between the comparison and the MERGE,
         and the batch log would count what that run applied: there a batch with new keys is written
         to a branch on either path, and the branch's publish check (cdc_publish_branch) catches it. -#}
     {%- if not one_merge -%}
@@ -282,18 +283,19 @@
 {% macro cdc_write_path(state) -%}
     {#- Pure, from facts: which of the two write paths a batch takes (cdc_apply_batch, step 6), on
         either target.
-        - 'merge': one MERGE inserts, updates and deletes. A table that exists, whose data files are
-          within cdc_one_merge_max_bytes (its outer join then broadcasts the table; the batch's counts
-          are classified in the validation's query, against the snapshot read).
+        - 'merge': one MERGE inserts, updates and deletes. Every table that exists, unless its data
+          files are above cdc_one_merge_max_bytes (unset by default). Its outer join broadcasts a small
+          table and shuffles a large one behind a bloom filter (cdc_merge_shuffles); the batch's counts
+          are classified in the validation's query, against the snapshot read.
         - 'split': the new keys are appended and the rows that exist are changed by a MERGE with only
           WHEN MATCHED clauses (an inner join: the batch is broadcast, the table only scanned, so the
           cost follows the batch at any table size); when a batch has both, they go to a branch made
-          from the snapshot read, published in one fast-forward. Every other batch: a larger table, and
-          a table created empty in this run (a first build or --full-refresh: nothing to compare, every
+          from the snapshot read, published in one fast-forward. Every other batch: a table above that
+          limit, and a table created empty in this run (a first build or --full-refresh: nothing to compare, every
           last change is appended).
         On a shared target a batch with new keys is written to a branch on either path (step 6).
-        Both run in `make test` on the embedded target (CDC_ONE_MERGE_MAX_BYTES=0 forces 'split':
-        tests/pytest/test_write_paths.py) and on the cluster (tests/pytest/test_cluster.py). -#}
+        Both run in `make test` on the embedded target (CDC_ONE_MERGE_MAX_BYTES=0 forces 'split',
+        CDC_MERGE_BROADCAST_MAX_BYTES=0 the shuffled MERGE: tests/pytest/test_write_paths.py) and on the cluster (tests/pytest/test_cluster.py). -#}
     {%- set limit = cdc_one_merge_max_bytes() -%}
     {%- if state is not none and state.snapshot is not none and (limit is none or state.bytes <= limit) -%}
         {{ return('merge') }}
@@ -314,7 +316,7 @@
 {% macro cdc_merge_matched_sql(target, changes, keys, target_columns, values, inserts=false, unchanged={}) %}
     {#- Step 6 for the keys that have a row: the last changes, applied only when newer than the row
         and not the same event again (the conditions of step 5). No WHEN NOT MATCHED: an inner
-        join, which Spark broadcasts. `inserts`: a small table's one MERGE, which also inserts the
+        join, which Spark broadcasts. `inserts`: the 'merge' path's one MERGE, which also inserts the
         new keys (an outer join). `unchanged`: columns whose placeholder keeps the row's value. -#}
 merge into {{ target }} as t
 using {{ changes }} as s
