@@ -3,11 +3,12 @@
 1. one session (python_hooks/project/session.py): `dbt parse` (the manifest tells which tables are
    CDC tables and where their raw files are), the pipeline state tables created (on `local`, this
    opens the process's Spark session), the warehouse through the dbt adapter of the target;
-2. the tables with nothing new are found (landing/pending.py: `idle_models`); the schema-evolution
-   hook (python_hooks/evolution/) evolves every other current-state Iceberg table it can; then every
-   raw file a batch is about to read is read whole with pyarrow (`batch_files`, evolution/apply.py:
-   `unreadable_files`), so that a file gone since it was listed, one this user may not read, or one whose
-   footer or pages do not decode is refused in one line naming it before any statement reads it;
+2. the tables with nothing new are found (landing/pending.py: `idle_models`); every raw file a batch is
+   about to read is read whole with pyarrow (`batch_files`, evolution/apply.py: `refused_files`), so that
+   a file gone since it was listed, one this user may not read, one whose footer or pages do not decode,
+   or one with events the batch's validation refuses (landing/validation.py) is refused in one line
+   naming it before anything is changed; then the schema-evolution hook (python_hooks/evolution/)
+   evolves every other current-state Iceberg table it can;
 3. `dbt build` (models, snapshots, tests in DAG order), without the tables the hook refused and
    without the current-state models that have nothing to apply (`idle_models`: every raw file of
    their folder is in their ledger), so a run with nothing new reads no raw file and commits nothing;
@@ -39,7 +40,7 @@ from python_hooks.commands import accounting, status
 from python_hooks.commands.selection import guaranteed_tests, idle_descendants, meta_tests, selected_nodes
 from python_hooks.commands.summary import run_summary
 from python_hooks.evolution import seeds, staging_views
-from python_hooks.evolution.apply import evolve, unreadable_files
+from python_hooks.evolution.apply import evolve, refused_files
 from python_hooks.evolution.footers import FooterReadError, read_footer
 from python_hooks.landing.files import empty_files, is_listed_here, landing_files, raw_files
 from python_hooks.landing.pending import (
@@ -145,13 +146,27 @@ def run_hooks(
         # a shared one another run may apply them meanwhile, so each model lists its own at its turn).
         single_writer = warehouse.single_writer
         plan = waiting.plan if single_writer else {}
+        # Before anything is changed (a new column first): every file a batch is about to read, read whole,
+        # a file Spark could not read or whose events the batch would refuse is refused in words.
+        refused, batches = {}, {}
+        for table in tables:
+            if table.model in idle or not is_listed_here(table.folder):
+                continue
+            batches[table.model] = batch_files(table, waiting.plan, rebuild)
+            problems = refused_files(table, batches[table.model])
+            if problems:
+                refused[table.model] = problems
         result = evolve(
             warehouse,
             session.manifest,
             state_dir(),
-            skip=idle | unselected,
+            skip=idle | unselected | set(refused),
             applied=None if rebuild else waiting.applied,
         )
+        for table in tables:
+            if table.model in refused:
+                result.problems.extend(refused[table.model])
+                result.blocked_models.update({table.staging_model, table.model})
         for table in tables:  # what the hooks know of each planned table, so that its batch need not ask again
             entry = plan.get(table.identifier)
             if entry is not None and table.model in result.columns:
@@ -160,15 +175,11 @@ def run_hooks(
                 entry["grouped"] = table.staging_model in result.grouped
         if plan and not rebuild:  # each planned table's state, for all in one query (its batch need not ask)
             _plan_states(warehouse, tables, plan, result.blocked_models)
-        for table in tables:  # before any statement reads them: a file Spark could not read, refused in words
-            if table.model in idle or table.model in result.blocked_models or not is_listed_here(table.folder):
+        for table in tables:
+            if table.model in result.blocked_models or table.model not in batches:
                 continue
-            files = batch_files(table, waiting.plan, rebuild)
-            unreadable = unreadable_files(table, files)
-            if unreadable:
-                result.problems.extend(unreadable)
-                result.blocked_models.update({table.staging_model, table.model})
-            elif files and table.identifier in plan and not plan[table.identifier].get("grouped", True):
+            files = batches[table.model]
+            if files and table.identifier in plan and not plan[table.identifier].get("grouped", True):
                 # files whose footers name the same columns in the same order: those are the batch's raw
                 # columns (what Spark infers from one of them; cdc_planned_raw_columns); else the batch asks
                 with contextlib.suppress(FooterReadError):  # read whole just before: then the batch asks

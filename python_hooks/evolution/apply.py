@@ -52,6 +52,7 @@ from python_hooks.evolution.plan import (
 )
 from python_hooks.evolution.types import normalize_type, spark_type
 from python_hooks.landing.files import is_listed_here, raw_files
+from python_hooks.landing.validation import FileChecks
 from python_hooks.project import faults
 from python_hooks.project.meta import RAW_FILE_GROUPS, SCHEMA_EVOLUTION_LOG
 from python_hooks.project.sql import quoted_relation
@@ -235,17 +236,27 @@ def inspect_table(
     return Inspection(problems, plan, union.schema, incoming, file_types, staged.schema, business, ignored, left_out)
 
 
-def unreadable_files(table: CdcTable, files: Sequence[RawFile]) -> list[str]:
+def refused_files(table: CdcTable, files: Sequence[RawFile]) -> list[str]:
     """One refusal per file of `files` that pyarrow cannot read whole (`read_pages`: gone since it was
     listed, permission denied, a footer or a page that does not decode), in the words of a footer the
-    evolution could not read: run before dbt on the files a batch is about to read, so that no Spark
-    statement (a staging view's data test first) meets the file before the run has refused it in words."""
+    evolution could not read, and one per check of the batch's validation that its events fail
+    (landing/validation.py). Run before the schema is evolved and before dbt, on the files a batch is about
+    to read, so that no change (a new column first) and no Spark statement (a staging view's data test)
+    meets the file before the run has refused it in words."""
     problems = []
     for file in files:
+        path = location(file)
+        checks = FileChecks(table, path.name)
         try:
-            read_pages(file)
+            read_pages(file, checks.add)
         except (FooterReadError, StorageError) as error:
             problems.append(f"{table.model} (source {table.source}): {error}. The table was not changed.")
+            continue
+        problems += [
+            f"{table.model} (source {table.source}): raw file {path}: {failure}: a batch refuses such events;"
+            " fix the producer and replace the file, or delete it. The table was not changed."
+            for failure in checks.failures()
+        ]
     return problems
 
 

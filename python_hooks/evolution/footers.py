@@ -25,7 +25,7 @@ import json
 import logging
 import os
 import zlib
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,17 +137,21 @@ def _unopened(path: Location, error: Exception) -> str | None:
     return None
 
 
-def read_pages(file: RawFile) -> None:
+def read_pages(file: RawFile, each_group: Callable[[pa.Table], None] | None = None) -> None:
     """Reads a raw file whole with pyarrow, decoding every page as a batch will (the footer first, in
     `read_footer`'s words); FooterReadError naming the file and saying in words what is wrong: gone since
-    it was listed, permission denied, its footer or its pages do not decode."""
+    it was listed, permission denied, its footer or its pages do not decode. `each_group` is handed each
+    row group read (landing/validation.py counts its events that a batch would refuse)."""
     read_footer(file)
     path = location(file)
     try:
         with path.filesystem.open_input_file(path.path) as stream:
             parquet = pq.ParquetFile(stream)
             for group in range(parquet.num_row_groups):  # one row group at a time (iter_batches may stop
-                _text_is_utf8(path, parquet.read_row_group(group))  # short of a damaged page without a word)
+                rows = parquet.read_row_group(group)  # short of a damaged page without a word)
+                _text_is_utf8(path, rows)
+                if each_group is not None:
+                    each_group(rows)
             metadata = parquet.metadata
     except FooterReadError:
         raise

@@ -5,7 +5,7 @@ runs after it must be right too. A refused, removed or replaced file leaves no t
   the operator removes it and the next run is clean; a later file merely of the same name must bring
   none of the refused file's columns (python_hooks/evolution/apply.py: inspect_table holds the rule).
 - A file whose pages do not decode is refused in one worded line before any statement reads it (the run
-  reads each file of the batch with pyarrow first: evolution/apply.py: unreadable_files).
+  reads each file of the batch with pyarrow first: evolution/apply.py: refused_files).
 - An applied file replaced in place (a column more), damaged or emptied in place: the ledger knows it by
   name, so its new content is never applied, and neither its columns nor its footer (nor its 0 bytes) refuse
   or change the table in the runs that apply later files; one warning line names it, and the staging view

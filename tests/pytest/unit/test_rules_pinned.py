@@ -14,6 +14,7 @@ import pytest
 from python_hooks.commands.accounting import ACCOUNTING_PREFIX, ACCOUNTING_VARIABLE
 from python_hooks.evolution.staging_views import FINGERPRINTS_VARIABLE, PROPERTY, UNCHANGED_VARIABLE
 from python_hooks.evolution.types import compare_types
+from python_hooks.landing import validation
 from python_hooks.landing.files import HIDDEN_PREFIXES, RAW_SUFFIX, probe_name
 from python_hooks.landing.pending import RAW_PATH_FILTER_SQL
 from python_hooks.personal_data.subjects import SECRET_ENV, hash_sql
@@ -208,3 +209,38 @@ def test_what_make_run_hands_to_the_macros_is_named_alike(macro, handed):
     """commands/run.py hands these facts to its dbt build; a macro that read another name would never see them
     (the ledger and the batch log would then never be written by a `make run`)."""
     assert handed in (MACROS / macro).read_text(encoding="utf-8")
+
+
+def test_the_batch_refuses_events_in_the_words_the_hooks_use():
+    """python_hooks/landing/validation.py counts, before anything changes, the events that cdc_validation_checks
+    counts in the batch (macros/cdc/validation.sql): the same checks in the same order and words, the same known
+    operations, and the same Debezium operation letters as staging maps (staging_debezium.sql). That both count
+    the same events: tests/pytest/test_validation_pinned.py."""
+
+    class Returned(Exception):
+        pass
+
+    def give_back(value):  # a macro's text (cdc_unknown_op) rendered in place; the list of checks given back
+        if isinstance(value, str):
+            return value
+        raise Returned(value)
+
+    macros = (
+        jinja2.Environment(extensions=["jinja2.ext.do"])
+        .from_string((MACROS / "validation.sql").read_text(encoding="utf-8"))
+        .make_module({"return": give_back, "cdc_quote": lambda name: f"`{name}`"})
+    )
+    with pytest.raises(Returned) as returned:
+        macros.cdc_validation_checks(["customer_id", "region"])
+    words = [what for _, what in returned.value.args[0]]
+    expected = [validation.KEY_WORDS.format(key=key) for key in ("customer_id", "region")]
+    expected += [validation.TIMESTAMP_WORDS, validation.SEQUENCE_WORDS, "unknown operation"]
+    assert words == expected
+    source = (MACROS / "validation.sql").read_text(encoding="utf-8")
+    said_after = validation.OPERATION_WORDS.split("{operations}")[1]
+    assert f'"{said_after.rstrip(")")}' in source.replace('"\n                    ~ "', "")
+    known = re.search(r"_cdc_op not in \(([^)]*)\)", source).group(1)
+    assert tuple(re.findall(r"'(\w)'", known)) == validation.KNOWN_OPERATIONS
+    staging = (MACROS / "staging_debezium.sql").read_text(encoding="utf-8")
+    letters = dict(re.findall(r"when '(\w)' then '(\w)'", staging))
+    assert letters == validation.DEBEZIUM_OPERATIONS

@@ -1,0 +1,248 @@
+"""A batch's validation on the Python side: the change events of a raw file that the batch's own validation
+(macros/cdc/validation.sql: `cdc_validation_checks`, over what staging makes of the file) would refuse,
+counted as pyarrow reads the file, so that the hooks refuse the file before they change anything. A schema
+change is a write too: a file that brings a new column and an unknown operation must leave no column
+(found by `make fuzz`, 2026-12-03).
+
+The checks, each in the words the batch's refusal uses (`CHECK_WORDS`):
+- a key column null (but in a truncate, which has no key);
+- the commit timestamp null: DMS's timestamp column (or text Spark cannot read as a timestamp: only what
+  it surely cannot, an empty text or a date that does not exist), Debezium's `__source_ts_ms` or
+  `source.ts_ms`/`ts_ms`;
+- the change sequence null: a Debezium file without a source position whose name is not the S3 sink's
+  `<topic>+<partition>+<offset>` (DMS's sequence is never null: it falls back on the file name);
+- an unknown operation (DMS `Op` after trim and upper case, a missing one is an insert; Debezium's `__op`/
+  `op` mapped r, c -> I, u -> U, d -> D, t -> T).
+
+Where this side cannot tell as Spark would (a key staging decodes from text, a timestamp text of an odd
+shape), it counts nothing, and the batch's validation in Spark, which runs on every batch, refuses the file:
+this side may miss a bad event, never refuses a good one. `tests/pytest/test_validation_pinned.py` holds
+the two sides together (the same counts on the same hostile files, for every producer).
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from python_hooks.project.tables import CdcTable
+
+KNOWN_OPERATIONS = ("I", "U", "D", "T")
+DEBEZIUM_OPERATIONS = {"r": "I", "c": "I", "u": "U", "d": "D", "t": "T"}
+# What each check says in a refusal: the words of cdc_validation_checks (the key check names its column).
+KEY_WORDS = "null or missing key column {key}"
+TIMESTAMP_WORDS = (
+    "null commit timestamp (_cdc_ts, from the producer's commit-time column: DMS last_update_time or the task's"
+    " TimestampColumnName, Debezium source.ts_ms or __source_ts_ms)"
+)
+SEQUENCE_WORDS = "null change sequence (_cdc_seq)"
+OPERATION_WORDS = (
+    "unknown operation {operations} (the producer's operation column: Op, __op or op; known: I, U, D and"
+    " Debezium's r, c, u, d, t)"
+)
+# The S3 sink's file name, as staging reads the Kafka position from it (stg_debezium_changes_sql).
+KAFKA_NAME = re.compile(r"\+([0-9]+)\+([0-9]+)\.[^+]*$")
+LONG_MAX = 2**63 - 1
+# More than Spark trims around a timestamp's text (spaces, control characters): never less.
+TRIMMED = re.compile(r"^[\s\x00-\x20\x7f-\x9f]+|[\s\x00-\x20\x7f-\x9f]+$")
+# The shapes of text Spark may read as a timestamp (a superset: a text outside them surely is not one).
+TIMESTAMP_TEXT = re.compile(r"[+-]?(\d+)(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T].*)?)?)?|T?\d{1,2}:\d{1,2}.*", re.DOTALL)
+
+
+@dataclass
+class FileChecks:
+    """The events of one raw file that fail each check, summed over its row groups (`add`)."""
+
+    table: CdcTable
+    file_name: str
+    null_keys: dict[str, int] = field(default_factory=dict)
+    null_timestamps: int = 0
+    null_sequences: int = 0
+    unknown: int = 0
+    unknown_operations: set[str] = field(default_factory=set)
+
+    def add(self, group: pa.Table) -> None:
+        """Counts the failing events of one row group; a column of a type pyarrow cannot compare as staging
+        does counts nothing (Spark decides)."""
+        try:
+            self._add(group)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            pass
+
+    def _add(self, group: pa.Table) -> None:
+        columns = _by_lower(group)
+        producer = self.table.producer
+        operation = _operations(producer, columns, group.num_rows)
+        if operation is not None:
+            unknown = pc.invert(pc.fill_null(pc.is_in(operation, pa.array(KNOWN_OPERATIONS)), False))
+            self.unknown += _count(unknown)
+            bad = pc.filter(operation, unknown)
+            self.unknown_operations |= {"null" if v is None else f"'{v}'" for v in bad.to_pylist()}
+        for key in self.table.keys:
+            value = _key(producer, columns, key.lower())
+            if value is None or operation is None:
+                continue
+            # as `_cdc_op <> 'T' and key is null` counts: a null operation is not counted
+            counted = pc.and_kleene(pc.not_equal(operation, "T"), pc.is_null(value))
+            self.null_keys[key] = self.null_keys.get(key, 0) + _count(counted)
+        self.null_timestamps += _null_timestamps(self.table, columns)
+        self.null_sequences += _null_sequences(producer, columns, self.file_name, group.num_rows)
+
+    def failures(self) -> list[str]:
+        """`<n> change event(s) with <what>`, one per failing check, in cdc_validation_checks' order."""
+        found = [(n, KEY_WORDS.format(key=key)) for key, n in self.null_keys.items()]
+        found += [(self.null_timestamps, TIMESTAMP_WORDS), (self.null_sequences, SEQUENCE_WORDS)]
+        operations = ", ".join(sorted(self.unknown_operations)[:5])
+        found.append((self.unknown, OPERATION_WORDS.format(operations=operations)))
+        return [f"{n} change event(s) with {what}" for n, what in found if n > 0]
+
+
+def _count(mask: pa.ChunkedArray | pa.Array) -> int:
+    return int(pc.sum(pc.cast(pc.fill_null(mask, False), pa.int64())).as_py() or 0)
+
+
+def _by_lower(group: pa.Table) -> dict[str, list[pa.ChunkedArray]]:
+    """Columns by lower-case name, each name's spellings in the file's order (Spark resolves names so)."""
+    columns: dict[str, list[pa.ChunkedArray]] = {}
+    for name, column in zip(group.column_names, group.columns, strict=True):
+        columns.setdefault(name.lower(), []).append(column)
+    return columns
+
+
+def _coalesce(spellings: Sequence[pa.ChunkedArray]) -> pa.ChunkedArray | None:
+    """One column spelled in several cases across files is one column (cdc_coalesce_spellings)."""
+    if not spellings:
+        return None
+    if len(spellings) == 1:
+        return spellings[0]
+    try:
+        return pc.coalesce(*spellings)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # types differ: Spark decides
+        return None
+
+
+def _field(struct: pa.ChunkedArray | None, name: str) -> pa.ChunkedArray | None:
+    """A struct's field by lower-case name, null where the struct is null."""
+    if struct is None or not pa.types.is_struct(struct.type):
+        return None
+    names = [struct.type.field(i).name.lower() for i in range(struct.type.num_fields)]
+    if name not in names:
+        return None
+    return struct.flatten()[names.index(name)]
+
+
+def _text(column: pa.ChunkedArray | None) -> pa.ChunkedArray | None:
+    if column is None:
+        return None
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        return column
+    if pa.types.is_integer(column.type):
+        return pc.cast(column, pa.string())
+    return None  # another type: Spark decides
+
+
+def _operations(producer: str, columns: dict, rows: int) -> pa.ChunkedArray | None:
+    """Each event's operation as staging makes it (`_cdc_op`), or None when this side cannot tell."""
+    if producer == "dms":
+        if "op" not in columns:
+            return pa.chunked_array([pa.array(["I"] * rows, pa.string())])
+        raw = _text(_coalesce(columns["op"]))
+        if raw is None:
+            return None
+        return pc.fill_null(pc.utf8_upper(pc.utf8_trim(raw, characters=" ")), "I")
+    raw = _text(_coalesce(columns.get("__op" if producer == "debezium_flattened" else "op", [])))
+    if raw is None:
+        return None
+    lower = pc.utf8_lower(raw)
+    mapped = pc.utf8_upper(raw)
+    for letter, operation in DEBEZIUM_OPERATIONS.items():
+        mapped = pc.if_else(pc.fill_null(pc.equal(lower, letter), False), operation, mapped)
+    return mapped
+
+
+def _key(producer: str, columns: dict, key: str) -> pa.ChunkedArray | None:
+    """A key column's values as staging reads them, or None (no such column: refused by the footer's check)."""
+    if producer != "debezium_envelope":
+        return _coalesce(columns.get(key, []))
+    after_value = _field(_coalesce(columns.get("after", [])), key)
+    before_value = _field(_coalesce(columns.get("before", [])), key)
+    if after_value is None or before_value is None or after_value.type != before_value.type:
+        return None  # a struct or its field missing, or two types: Spark decides
+    after = _coalesce(columns["after"])
+    return pc.if_else(pc.is_valid(after), after_value, before_value)
+
+
+def _null_timestamps(table: CdcTable, columns: dict) -> int:
+    """Events whose commit timestamp staging makes null."""
+    if table.producer == "dms":
+        value = _coalesce(columns.get((table.timestamp_column or "").lower(), []))
+        if value is None:
+            return 0  # no timestamp column: staging refuses the files in words of its own
+        if pa.types.is_string(value.type) or pa.types.is_large_string(value.type):
+            return sum(1 for text in value.to_pylist() if text is None or not _may_be_timestamp(text))
+        if pa.types.is_floating(value.type):
+            return _count(pc.or_kleene(pc.is_null(value), pc.invert(pc.is_finite(value))))
+        return value.null_count
+    if table.producer == "debezium_flattened":
+        value = _coalesce(columns.get("__source_ts_ms", []))
+    else:
+        source_ts = _field(_coalesce(columns.get("source", [])), "ts_ms")
+        top_ts = _coalesce(columns.get("ts_ms", []))
+        candidates = [c for c in (source_ts, top_ts) if c is not None]
+        value = candidates[0] if len(candidates) == 1 else (_coalesce(candidates) if candidates else None)
+    return 0 if value is None else value.null_count
+
+
+def _may_be_timestamp(text: str) -> bool:
+    """False only for a text Spark surely reads as no timestamp (a null `cast(... as timestamp)`)."""
+    stripped = TRIMMED.sub("", text)
+    match = TIMESTAMP_TEXT.fullmatch(stripped)
+    if match is None:
+        return False
+    year, month, day = match.group(1), match.group(2), match.group(3)
+    if year is None or month is None:
+        return True
+    if not 1 <= int(month) <= 12:
+        return False
+    if day is None or not (len(year) == 4 and year.isdigit()) or stripped.startswith(("+", "-")):
+        return True
+    return 1 <= int(day) <= calendar.monthrange(int(year), int(month))[1]
+
+
+def _null_sequences(producer: str, columns: dict, file_name: str, rows: int) -> int:
+    """Debezium events with no source position whose file's name gives no Kafka position (staging's
+    `coalesce(position, kafka_position)`); DMS's sequence is never null."""
+    if producer == "dms":
+        return 0
+    match = KAFKA_NAME.search(file_name)
+    if match is not None and int(match.group(2)) <= LONG_MAX:
+        return 0
+    position = _position(producer, columns)
+    if position is None:
+        return rows
+    return _count(pc.is_null(position))
+
+
+def _position(producer: str, columns: dict) -> pa.ChunkedArray | None:
+    """Null where an event has no source position (the LSN, or MySQL's file and position), or None for
+    files that carry none."""
+    if producer == "debezium_flattened":
+        fields = {name: _coalesce(columns[name]) for name in columns if name.startswith("__source_")}
+        lsn, file, pos, row = (fields.get(f"__source_{n}") for n in ("lsn", "file", "pos", "row"))
+    else:
+        source = _coalesce(columns.get("source", []))
+        lsn, file, pos, row = (_field(source, n) for n in ("lsn", "file", "pos", "row"))
+    if lsn is not None:
+        return lsn
+    if pos is not None and file is not None:
+        parts = [file, pos] + ([row] if row is not None else [])
+        valid = pc.is_valid(parts[0])
+        for part in parts[1:]:
+            valid = pc.and_(valid, pc.is_valid(part))
+        return pc.if_else(valid, pa.scalar(True), pa.scalar(None, pa.bool_()))
+    return None

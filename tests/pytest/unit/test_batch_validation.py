@@ -1,0 +1,159 @@
+"""The batch's validation on the Python side (python_hooks/landing/validation.py): the events of a raw file a
+batch would refuse, counted with pyarrow, against the rule written out here in plain Python, row by row. That
+Spark's validation counts the same on the same files: tests/pytest/test_validation_pinned.py."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from fuzz.python_side import assert_worded
+from python_hooks.evolution.apply import refused_files
+from python_hooks.landing.validation import FileChecks, _may_be_timestamp
+from python_hooks.project.storage import Location
+from python_hooks.project.tables import CdcTable
+
+KAFKA_NAME = "crm.customer+0+0000000042.snappy.parquet"
+OPERATIONS = ["I", "U", "D", " u ", "d", "X", "", "ı", "T", "  ", "i", "\tI", None]
+DEBEZIUM_OPERATIONS = ["r", "c", "u", "d", "t", "R", "C", "I", "U", "D", "x", "", "cc", None]
+WHEN = dt.datetime(2026, 12, 3, 12, 0, 0)
+
+
+def _table(producer: str, keys=("id",), folder: Path | None = None) -> CdcTable:
+    timestamp = "last_update_time" if producer == "dms" else None
+    where = Location.parse(str(folder)) if folder is not None else None
+    return CdcTable("m", "s", "m", "stg_m", "src.t", where, producer, timestamp, keys=keys)
+
+
+def _checked(producer: str, table: pa.Table, name: str = "20261203-120000000.parquet", keys=("id",)) -> FileChecks:
+    checks = FileChecks(_table(producer, keys), name)
+    for batch in table.to_batches(max_chunksize=7):  # several row groups, summed
+        checks.add(pa.Table.from_batches([batch]))
+    return checks
+
+
+def _dms_operation(raw):
+    """staging_dms.sql's `coalesce(upper(trim(Op)), 'I')`, row by row (trim: spaces only)."""
+    return "I" if raw is None else raw.strip(" ").upper()
+
+
+def _debezium_operation(raw):
+    """staging_debezium.sql's `case lower(op) when 'r' then 'I' ... else upper(op) end`, row by row."""
+    if raw is None:
+        return None
+    return {"r": "I", "c": "I", "u": "U", "d": "D", "t": "T"}.get(raw.lower(), raw.upper())
+
+
+def _expected(operations, keys, stamps):
+    """(null keys, null timestamps, unknown operations), counted as cdc_validation_checks counts them."""
+    known = {"I", "U", "D", "T"}
+    null_keys = sum(1 for op, key in zip(operations, keys, strict=True) if op is not None and op != "T" and key is None)
+    unknown = sum(1 for op in operations if op not in known)
+    return null_keys, sum(1 for s in stamps if s is None), unknown
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_dms_events_are_counted_as_the_batch_counts_them(seed):
+    chooser = random.Random(seed)
+    rows = chooser.randrange(1, 40)
+    ops = [chooser.choice(OPERATIONS) for _ in range(rows)]
+    keys = [chooser.choice([None, 1, 2, 3]) for _ in range(rows)]
+    stamps = [chooser.choice([None, WHEN, WHEN]) for _ in range(rows)]
+    file = pa.table({"Op": pa.array(ops, pa.string()), "last_update_time": stamps, "ID": keys, "city": ["x"] * rows})
+    checks = _checked("dms", file)
+    staged = [_dms_operation(op) for op in ops]
+    null_keys, null_stamps, unknown = _expected(staged, keys, stamps)
+    assert (checks.null_keys.get("id", 0), checks.null_timestamps, checks.unknown) == (null_keys, null_stamps, unknown)
+    assert checks.unknown_operations == {f"'{op}'" for op in staged if op not in {"I", "U", "D", "T"}}
+    assert checks.null_sequences == 0, "DMS's sequence falls back on the file name: never null"
+
+
+def test_a_dms_file_without_op_holds_inserts_only():
+    checks = _checked("dms", pa.table({"last_update_time": [WHEN, WHEN], "id": [1, None]}))
+    assert (checks.unknown, checks.null_keys, checks.failures()[0]) == (
+        0,
+        {"id": 1},
+        "1 change event(s) with null or missing key column id",
+    )
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("named", [True, False])
+def test_flattened_debezium_events_are_counted_as_the_batch_counts_them(seed, named):
+    chooser = random.Random(seed)
+    rows = chooser.randrange(1, 40)
+    ops = [chooser.choice(DEBEZIUM_OPERATIONS) for _ in range(rows)]
+    keys = [chooser.choice([None, 1, 2]) for _ in range(rows)]
+    stamps = [chooser.choice([None, 1_700_000_000_000]) for _ in range(rows)]
+    lsns = [chooser.choice([None, 123]) for _ in range(rows)]
+    file = pa.table({"id": keys, "__op": ops, "__source_ts_ms": stamps, "__source_lsn": lsns})
+    checks = _checked("debezium_flattened", file, KAFKA_NAME if named else "changes.parquet")
+    staged = [_debezium_operation(op) for op in ops]
+    null_keys, null_stamps, unknown = _expected(staged, keys, stamps)
+    assert (checks.null_keys.get("id", 0), checks.null_timestamps, checks.unknown) == (null_keys, null_stamps, unknown)
+    # the sequence: the LSN, else the Kafka position the S3 sink's file name gives
+    assert checks.null_sequences == (0 if named else lsns.count(None))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_envelope_keys_are_read_from_after_else_before(seed):
+    chooser = random.Random(seed)
+    rows = chooser.randrange(1, 30)
+    image = pa.struct([("id", pa.int64()), ("city", pa.string())])
+    afters = [chooser.choice([None, {"id": None, "city": "a"}, {"id": 1, "city": "b"}]) for _ in range(rows)]
+    befores = [chooser.choice([None, {"id": None, "city": "a"}, {"id": 2, "city": "c"}]) for _ in range(rows)]
+    ops = [chooser.choice(DEBEZIUM_OPERATIONS) for _ in range(rows)]
+    source = pa.array([{"ts_ms": chooser.choice([None, 5])} for _ in range(rows)], pa.struct([("ts_ms", pa.int64())]))
+    top_ts = [chooser.choice([None, 7]) for _ in range(rows)]
+    file = pa.table(
+        {
+            "before": pa.array(befores, image),
+            "after": pa.array(afters, image),
+            "op": ops,
+            "source": source,
+            "ts_ms": pa.array(top_ts, pa.int64()),
+        }
+    )
+    checks = _checked("debezium_envelope", file, KAFKA_NAME)
+    pairs = zip(afters, befores, strict=True)
+    keys = [(a["id"] if a is not None else (b["id"] if b is not None else None)) for a, b in pairs]
+    stamps = [s["ts_ms"] if s["ts_ms"] is not None else t for s, t in zip(source.to_pylist(), top_ts, strict=True)]
+    null_keys, null_stamps, unknown = _expected([_debezium_operation(op) for op in ops], keys, stamps)
+    assert (checks.null_keys.get("id", 0), checks.null_timestamps, checks.unknown) == (null_keys, null_stamps, unknown)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["2026-12-03 12:00:00", "2026-12-03T12:00:00.123456Z", " 2026-12-03 ", "2026-12-03", "2026", "2026-1-5",
+     "12:00:00", "2024-02-29 00:00:00", "+10000-01-01", "2026-12-03 12:00:00 America/New_York"],
+)  # fmt: skip
+def test_text_spark_may_read_as_a_timestamp_is_never_counted(text):
+    assert _may_be_timestamp(text)
+
+
+@pytest.mark.parametrize("text", ["", "   ", "garbage", "2026-13-01", "2023-02-29", "2026-04-31 00:00:00", "x2026"])
+def test_text_spark_surely_cannot_read_as_a_timestamp_is_counted(text):
+    assert not _may_be_timestamp(text)
+
+
+def test_a_file_with_events_a_batch_refuses_is_refused_in_words_naming_it(tmp_path):
+    """The file, the model and the column (or what the operation column holds), in one line each."""
+    folder = tmp_path / "customer"
+    folder.mkdir()
+    bad = folder / "20261203-120000000.parquet"
+    pq.write_table(pa.table({"Op": ["I", "Q"], "last_update_time": [WHEN, None], "id": [None, 2]}), bad)
+    good = folder / "20261203-120100000.parquet"
+    pq.write_table(pa.table({"Op": ["I", "D"], "last_update_time": [WHEN, WHEN], "id": [1, 2]}), good)
+    table = _table("dms", folder=folder)
+    problems = refused_files(table, [Location.parse(str(bad)), Location.parse(str(good))])
+    assert len(problems) == 3, problems
+    said = ["key column id", "null commit timestamp", "unknown operation 'Q'"]
+    for problem, says in zip(problems, said, strict=True):
+        assert says in problem and "\n" not in problem
+        assert_worded(problem, bad.name, "m", "refused_files")
+    assert not any(good.name in p for p in problems)
