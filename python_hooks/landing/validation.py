@@ -22,7 +22,6 @@ the two sides together (the same counts on the same hostile files, for every pro
 
 from __future__ import annotations
 
-import calendar
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -48,10 +47,13 @@ OPERATION_WORDS = (
 # The S3 sink's file name, as staging reads the Kafka position from it (stg_debezium_changes_sql).
 KAFKA_NAME = re.compile(r"\+([0-9]+)\+([0-9]+)\.[^+]*$")
 LONG_MAX = 2**63 - 1
-# More than Spark trims around a timestamp's text (spaces, control characters): never less.
-TRIMMED = re.compile(r"^[\s\x00-\x20\x7f-\x9f]+|[\s\x00-\x20\x7f-\x9f]+$")
-# The shapes of text Spark may read as a timestamp (a superset: a text outside them surely is not one).
-TIMESTAMP_TEXT = re.compile(r"[+-]?(\d+)(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T].*)?)?)?|T?\d{1,2}:\d{1,2}.*", re.DOTALL)
+# Around a timestamp's text, more than Spark trims (its ASCII whitespace): never less.
+TRIMMED = r"^[\s\x00-\x20\x7f-\x9f]+|[\s\x00-\x20\x7f-\x9f]+$"
+# The shapes of text Spark may read as a timestamp (a superset: a text outside them surely is not one), and the
+# parts of a date with a four-digit year, whose month and day must exist.
+TIMESTAMP_TEXT = r"(?s)^(?:[+-]?\d+(?:-\d{1,2}(?:-\d{1,2}(?:[ T].*)?)?)?|T?\d{1,2}:\d{1,2}.*)$"
+DATE_PARTS = r"^(?P<year>\d{4})-(?P<month>\d{1,2})(?:-(?P<day>\d{1,2}))?"
+DAYS_IN_MONTH = pa.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], pa.int64())
 
 
 @dataclass
@@ -184,7 +186,7 @@ def _null_timestamps(table: CdcTable, columns: dict) -> int:
         if value is None:
             return 0  # no timestamp column: staging refuses the files in words of its own
         if pa.types.is_string(value.type) or pa.types.is_large_string(value.type):
-            return sum(1 for text in value.to_pylist() if text is None or not _may_be_timestamp(text))
+            return value.null_count + _count(not_timestamps(value))
         if pa.types.is_floating(value.type):
             return _count(pc.or_kleene(pc.is_null(value), pc.invert(pc.is_finite(value))))
         return value.null_count
@@ -198,20 +200,34 @@ def _null_timestamps(table: CdcTable, columns: dict) -> int:
     return 0 if value is None else value.null_count
 
 
-def _may_be_timestamp(text: str) -> bool:
-    """False only for a text Spark surely reads as no timestamp (a null `cast(... as timestamp)`)."""
-    stripped = TRIMMED.sub("", text)
-    match = TIMESTAMP_TEXT.fullmatch(stripped)
-    if match is None:
-        return False
-    year, month, day = match.group(1), match.group(2), match.group(3)
-    if year is None or month is None:
-        return True
-    if not 1 <= int(month) <= 12:
-        return False
-    if day is None or not (len(year) == 4 and year.isdigit()) or stripped.startswith(("+", "-")):
-        return True
-    return 1 <= int(day) <= calendar.monthrange(int(year), int(month))[1]
+def not_timestamps(texts: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """True for a text Spark surely reads as no timestamp (a null `cast(... as timestamp)`): not of a shape it
+    reads, or a date that does not exist; null for a null."""
+    trimmed = pc.replace_substring_regex(texts, pattern=TRIMMED, replacement="")
+    shaped = pc.match_substring_regex(trimmed, TIMESTAMP_TEXT)
+    parts = pc.extract_regex(trimmed, DATE_PARTS)
+    dated = pc.fill_null(pc.is_valid(parts), False)
+
+    def number(index: int, default: str) -> pa.ChunkedArray | pa.Array:
+        text = pc.struct_field(parts, [index])
+        usable = pc.and_(dated, pc.not_equal(pc.fill_null(text, ""), ""))
+        return pc.cast(pc.if_else(usable, text, default), pa.int64())
+
+    year, month, day = number(0, "2000"), number(1, "1"), number(2, "1")
+    known_month = pc.and_(pc.greater_equal(month, 1), pc.less_equal(month, 12))
+    length = pc.take(DAYS_IN_MONTH, pc.subtract(pc.min_element_wise(pc.max_element_wise(month, 1), 12), 1))
+    leap = pc.or_(
+        pc.and_(_divides(4, year), pc.invert(_divides(100, year))),
+        _divides(400, year),
+    )
+    length = pc.add(length, pc.cast(pc.and_(leap, pc.equal(month, 2)), pa.int64()))
+    known_day = pc.and_(pc.greater_equal(day, 1), pc.less_equal(day, length))
+    exists = pc.or_(pc.invert(dated), pc.and_(known_month, known_day))
+    return pc.invert(pc.and_(shaped, exists))
+
+
+def _divides(divisor: int, values: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    return pc.equal(pc.multiply(pc.divide(values, divisor), divisor), values)
 
 
 def _null_sequences(producer: str, columns: dict, file_name: str, rows: int) -> int:

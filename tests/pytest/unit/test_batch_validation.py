@@ -14,7 +14,7 @@ import pytest
 
 from fuzz.python_side import assert_worded
 from python_hooks.evolution.apply import refused_files
-from python_hooks.landing.validation import FileChecks, _may_be_timestamp
+from python_hooks.landing.validation import FileChecks, not_timestamps
 from python_hooks.project.storage import Location
 from python_hooks.project.tables import CdcTable
 
@@ -130,15 +130,18 @@ def test_envelope_keys_are_read_from_after_else_before(seed):
 @pytest.mark.parametrize(
     "text",
     ["2026-12-03 12:00:00", "2026-12-03T12:00:00.123456Z", " 2026-12-03 ", "2026-12-03", "2026", "2026-1-5",
-     "12:00:00", "2024-02-29 00:00:00", "+10000-01-01", "2026-12-03 12:00:00 America/New_York"],
+     "12:00:00", "2024-02-29 00:00:00", "2000-02-29", "+10000-01-01", "2026-12-03 12:00:00 America/New_York",
+     "\t2026-12-31\n"],
 )  # fmt: skip
 def test_text_spark_may_read_as_a_timestamp_is_never_counted(text):
-    assert _may_be_timestamp(text)
+    assert not_timestamps(pa.array([text])).to_pylist() == [False]
 
 
-@pytest.mark.parametrize("text", ["", "   ", "garbage", "2026-13-01", "2023-02-29", "2026-04-31 00:00:00", "x2026"])
+@pytest.mark.parametrize(
+    "text", ["", "   ", "garbage", "2026-13-01", "2026-00-10", "2023-02-29", "1900-02-29", "2026-04-31 01:00", "x2026"]
+)
 def test_text_spark_surely_cannot_read_as_a_timestamp_is_counted(text):
-    assert not _may_be_timestamp(text)
+    assert not_timestamps(pa.array([text])).to_pylist() == [True]
 
 
 def test_a_file_with_events_a_batch_refuses_is_refused_in_words_naming_it(tmp_path):
@@ -157,3 +160,9 @@ def test_a_file_with_events_a_batch_refuses_is_refused_in_words_naming_it(tmp_pa
         assert says in problem and "\n" not in problem
         assert_worded(problem, bad.name, "m", "refused_files")
     assert not any(good.name in p for p in problems)
+
+
+def test_dms_text_timestamps_are_counted_where_spark_surely_reads_none():
+    stamps = ["2026-12-03 12:00:00", None, "not a time", "2026-02-30 00:00:00", " 2026-12-03T01:02:03 "]
+    checks = _checked("dms", pa.table({"Op": ["I"] * 5, "last_update_time": stamps, "id": [1, 2, 3, 4, 5]}))
+    assert checks.null_timestamps == 3
