@@ -143,7 +143,7 @@ def _text(column: pa.ChunkedArray | None) -> pa.ChunkedArray | None:
         return None
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
         return column
-    if pa.types.is_integer(column.type):
+    if pa.types.is_integer(column.type) or pa.types.is_null(column.type):  # a column of nulls only: Spark's void
         return pc.cast(column, pa.string())
     return None  # another type: Spark decides
 

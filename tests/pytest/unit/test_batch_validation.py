@@ -166,3 +166,13 @@ def test_dms_text_timestamps_are_counted_where_spark_surely_reads_none():
     stamps = ["2026-12-03 12:00:00", None, "not a time", "2026-02-30 00:00:00", " 2026-12-03T01:02:03 "]
     checks = _checked("dms", pa.table({"Op": ["I"] * 5, "last_update_time": stamps, "id": [1, 2, 3, 4, 5]}))
     assert checks.null_timestamps == 3
+
+
+def test_an_operation_column_of_nulls_only_is_read_as_staging_reads_it():
+    """A column with no value has Parquet's null type (Spark's void): DMS takes its events as inserts, Debezium
+    as unknown operations."""
+    dms_file = pa.table({"Op": pa.nulls(3), "last_update_time": [WHEN] * 3, "id": [1, None, 3]})
+    assert (_checked("dms", dms_file).unknown, _checked("dms", dms_file).null_keys) == (0, {"id": 1})
+    debezium_file = pa.table({"__op": pa.nulls(2), "__source_ts_ms": [1, 2], "id": [1, 2]})
+    checks = _checked("debezium_flattened", debezium_file, KAFKA_NAME)
+    assert (checks.unknown, checks.unknown_operations) == (2, {"null"})
