@@ -118,3 +118,18 @@ def test_a_batch_refused_by_its_validation_adds_no_column(dbt, spark, tmp_path, 
     machine.add_column()
     machine.run()
     machine.teardown()
+
+
+def test_a_flipped_change_sequence_with_a_new_column_adds_no_column(dbt, spark, tmp_path, caplog):
+    """Found by `make fuzz` (2026-12-03, at a69564d): a file whose AR_H_CHANGE_SEQ dictionary page was flipped,
+    waiting with a valid file that brings new columns; the batch was refused and the columns stayed."""
+    machine = RunSequences(Context(dbt, spark, tmp_path, caplog))
+    machine.add_column()
+    machine.run()
+    machine.land_damaged(
+        changes=[("I", 2, 3, 27), ("D", 1, 3, 61), ("U", 2, 3, 113)], kind="flip_dictionary_page", seed=3, slot=3
+    )
+    machine.add_column()
+    machine.land_valid(changes=[("I", 4, 2, 15), ("U", 1, 1, 157), ("U", 5, 0, 195), ("I", 6, 2, 240)], slot=0)
+    machine.run()
+    machine.teardown()
