@@ -4,10 +4,11 @@ counted as pyarrow reads the file, so that the hooks refuse the file before they
 change is a write too: a file that brings a new column and an unknown operation must leave no column
 (found by `make fuzz`, 2026-12-03).
 
-The checks, each in the words the batch's refusal uses (`CHECK_WORDS`):
+The checks, each in the words the batch's refusal uses (`KEY_WORDS`, `TIMESTAMP_WORDS`, `SEQUENCE_WORDS`,
+`OPERATION_WORDS`):
 - a key column null (but in a truncate, which has no key);
-- the commit timestamp null: DMS's timestamp column (or text Spark cannot read as a timestamp: only what
-  it surely cannot, an empty text or a date that does not exist), Debezium's `__source_ts_ms` or
+- the commit timestamp null: DMS's timestamp column (or its text where Spark surely reads no timestamp: not
+  of a shape Spark reads, or a date that does not exist: `not_timestamps`), Debezium's `__source_ts_ms` or
   `source.ts_ms`/`ts_ms`;
 - the change sequence null: a Debezium file without a source position whose name is not the S3 sink's
   `<topic>+<partition>+<offset>` (DMS's sequence is never null: it falls back on the file name);
