@@ -149,8 +149,13 @@ def categorise(sql: str) -> str:
     return "other"
 
 
+# A breakdown keeps the slowest statements only: 200 tables send thousands, and the results are committed.
+SLOWEST_KEPT = 200
+
+
 def breakdown(statements: list[Statement], wall: float) -> dict:
-    """Seconds per category, every statement, and dbt's own time (no statement running)."""
+    """Seconds per category, how many statements, the SLOWEST_KEPT slowest of them (slowest first), and dbt's own
+    time (no statement running)."""
     per_category: dict[str, float] = {}
     for statement in statements:
         category = categorise(statement.sql)
@@ -159,9 +164,10 @@ def breakdown(statements: list[Statement], wall: float) -> dict:
     per_category["dbt itself (parse, compile, no SQL running)"] = max(wall - in_sql, 0.0)
     return {
         "seconds_by_category": {k: round(v, 3) for k, v in sorted(per_category.items(), key=lambda kv: -kv[1])},
+        "statement_count": len(statements),
         "statements": [
             {"seconds": round(s.seconds, 3), "category": categorise(s.sql), "sql": normalise(s.sql)[:160]}
-            for s in statements
+            for s in sorted(statements, key=lambda s: -s.seconds)[:SLOWEST_KEPT]
         ],
     }
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from bench.instrument import SqlProfile, statement_counts
+import pytest
+
+from bench.instrument import SLOWEST_KEPT, SqlProfile, Statement, breakdown, statement_counts
 
 HOOK = "operation.cdc_lakehouse.cdc_lakehouse-on-run-start-0"
 
@@ -27,3 +29,13 @@ def test_a_hook_statement_ends_when_the_first_node_starts_not_at_the_next_hook()
     assert hook.end <= profile.statements[1].start
     counts = statement_counts(profile.statements, ["orders"])
     assert (counts["run_statements"], counts["node_statements_max"], counts["statements"]) == (2, 1, 3)
+
+
+def test_a_breakdown_keeps_the_slowest_statements_and_counts_them_all():
+    # 200 tables send thousands of statements; the committed results keep the slowest, slowest first.
+    statements = [Statement(f"select {i}", "model.x", start=0.0, end=float(i % 7) + i / 1000) for i in range(500)]
+    detail = breakdown(statements, wall=10_000.0)
+    kept = [s["seconds"] for s in detail["statements"]]
+    expected = sorted((round(s.seconds, 3) for s in statements), reverse=True)[:SLOWEST_KEPT]
+    assert (detail["statement_count"], kept) == (500, expected)
+    assert sum(detail["seconds_by_category"].values()) == pytest.approx(10_000.0, abs=0.01)
