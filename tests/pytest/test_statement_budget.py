@@ -16,7 +16,9 @@ from pathlib import Path
 from pyspark.errors import AnalysisException
 
 from bench.instrument import SqlProfile
+from helpers.runs import assert_batch_log, batch_log
 from helpers.tables import assert_same_table, table_rows
+from oracles.replay_counts import debezium_counts, dms_counts
 from oracles.replay_dms import replay
 from sample_data import debezium, dms
 
@@ -41,9 +43,24 @@ BUDGET = {
 }
 
 
-def _land(landing: Path, stage: int) -> None:
-    dms.write_stage(landing, stage)
-    debezium.write_stage(landing, stage)
+def _land(landing: Path, stage: int) -> list[Path]:
+    """The stage's files of every sample table: the files it wrote."""
+    return [*dms.write_stage(landing, stage), *debezium.write_stage(landing, stage)]
+
+
+def _assert_batch_log_equals_replay(spark, landing: Path, schema: str, stages: list[list[Path]]) -> None:
+    """The batch log `make run` wrote once per run (python_hooks/commands/accounting.py), one row per table
+    per run that applied a file, against the replay's counts of the same batches."""
+    logged = batch_log(spark, schema)
+    for table in dms.TABLES:
+        folder = landing / "dms" / "crm" / table
+        files = [{p.name for p in written if p.parent == folder} for written in stages]
+        assert_batch_log(logged[f"crm__{table}"], dms_counts(folder, ["customer_id"], files), table)
+    topic = "mysql.salesdb.customer"
+    topic_dir, spec = debezium.topic_dir(landing, topic), debezium.TOPICS[topic]
+    files = [{p.name for p in written if topic_dir in p.parents} for written in stages]
+    expected = debezium_counts(topic_dir, spec["shape"], spec["key"], files)
+    assert_batch_log(logged["salesdb__customer"], expected, topic)
 
 
 def _commits(spark, schema: str) -> Counter:
@@ -79,11 +96,11 @@ def _per_node(statements: list) -> Counter:
 
 def test_statements_and_commits_of_a_small_run(dbt, spark, tmp_path: Path, schema: str) -> None:
     landing = tmp_path / "landing"
-    _land(landing, 1)
+    stages = [_land(landing, 1)]
     assert dbt.pipeline(*SELECT, landing=landing, schema=schema)
-    _land(landing, 2)  # the first run after the tables were made: the ledger is read (then the hooks cache it)
+    stages.append(_land(landing, 2))  # the first run after the tables were made: the ledger is read (then cached)
     assert dbt.pipeline(*SELECT, landing=landing, schema=schema)
-    _land(landing, 3)  # counted: a run as every later one
+    stages.append(_land(landing, 3))  # counted: a run as every later one
     statements, commits = _counted_run(dbt, spark, landing, schema)
     for table in dms.TABLES:  # the run is right, not only cheap
         expected = replay(landing / "dms" / "crm" / table, ["customer_id"])
@@ -100,6 +117,7 @@ def test_statements_and_commits_of_a_small_run(dbt, spark, tmp_path: Path, schem
         assert newest == spark.sql(f"select snapshot_id from {relation}.refs where name = 'main'").collect()[0][0]
     nodes = _per_node(statements)
     idle_statements, idle_commits = _counted_run(dbt, spark, landing, schema)
+    _assert_batch_log_equals_replay(spark, landing, schema, stages)  # counted once per run, and the idle run added none
     for sql in [*statements, None, *idle_statements]:  # shown with -s, and in the log of a failure
         print("--- idle run" if sql is None else f"  {sql.node.split('.')[-1] or '(run)'} | {_text(sql.sql)[:200]}")
 
