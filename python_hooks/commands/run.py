@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -335,12 +336,18 @@ def log_refusals(warehouse: Warehouse, hooks: Hooks, run_id: str) -> None:
 class Progress:
     """A dbtRunner callback: one line when a current-state table's batch is done, the project's own
     `cdc: ...` log lines, and the count of the other nodes and of the tests, while dbt's own lines
-    go to its log file."""
+    go to its log file. dbt calls it from its threads: a line is written whole, in one write."""
 
     def __init__(self, stream=None) -> None:
         self.stream = stream or sys.stdout
         self.tables: set[str] = set()
+        self.lock = threading.Lock()
         self.reset()
+
+    def _say(self, line: str) -> None:
+        with self.lock:  # print() writes the text and the newline apart: two threads' lines would interleave
+            self.stream.write(line + "\n")
+            self.stream.flush()
 
     def reset(self) -> None:
         self.done = 0
@@ -351,7 +358,7 @@ class Progress:
         name = event.info.name
         if name == "JinjaLogInfo" and str(getattr(event.data, "msg", "")).startswith("cdc: "):
             # the project's own notes (a branch dropped, a pause or kill point): shown even when quiet
-            print(f"  {event.data.msg}", file=self.stream, flush=True)
+            self._say(f"  {event.data.msg}")
             return
         if name not in ("LogModelResult", "LogSnapshotResult", "LogTestResult", "LogSeedResult"):
             return
@@ -359,18 +366,16 @@ class Progress:
         node = getattr(data, "node_info", None)
         node_name = getattr(node, "node_name", "") if node else ""
         status = str(getattr(data, "status", "")).lower()
-        if name == "LogTestResult":
-            self.tests[status] = self.tests.get(status, 0) + 1
-        elif node_name in self.tables:
-            self.done += 1
+        with self.lock:
+            if name == "LogTestResult":
+                self.tests[status] = self.tests.get(status, 0) + 1
+            elif node_name in self.tables:
+                self.done += 1
+            else:
+                self.others += 1
+        if name != "LogTestResult" and node_name in self.tables:
             seconds = getattr(data, "execution_time", 0.0)
-            print(
-                f"  {node_name}: {'applied' if status in ('success', 'ok') else status} ({seconds:.1f} s)",
-                file=self.stream,
-                flush=True,
-            )
-        else:
-            self.others += 1
+            self._say(f"  {node_name}: {'applied' if status in ('success', 'ok') else status} ({seconds:.1f} s)")
 
     def closing(self) -> str:
         tests = ", ".join(f"{n} {status}" for status, n in sorted(self.tests.items())) or "none"

@@ -240,3 +240,46 @@ def test_a_damaged_checksum_file_spark_meets_unwrapped_is_one_line_naming_file_a
     assert "20261103-101000000.parquet" in line and ".crc" in line and "nothing of the batch was applied" in line
     assert "ChecksumException" not in line and "o17351" not in line
     assert spark_file_error(message.replace("ChecksumException: Checksum error", "IOException: other"), [table]) is None
+
+
+class _Writes:
+    """A console that keeps each write() apart, as a terminal receives them."""
+
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.writes.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def _model_result(name: str, status: str = "applied; recorded at the end of the run"):
+    node = SimpleNamespace(node_name=name)
+    return SimpleNamespace(
+        info=SimpleNamespace(name="LogModelResult"),
+        data=SimpleNamespace(node_info=node, status=status, execution_time=1.25),
+    )
+
+
+def test_progress_writes_each_line_whole_from_many_threads():
+    """dbt's threads report at once: each table's line is one write ending in its newline (print() writes
+    the newline apart, and two threads' lines came out as one line and an empty one)."""
+    import threading
+
+    from python_hooks.commands.run import Progress
+
+    console = _Writes()
+    progress = Progress(stream=console)
+    names = [f"t{n:02d}" for n in range(40)]
+    progress.tables = set(names)
+    threads = [threading.Thread(target=progress, args=(_model_result(name),)) for name in names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    line = "  {}: applied; recorded at the end of the run (1.2 s)\n"
+    assert sorted(console.writes) == sorted(line.format(name) for name in names)
+    assert progress.done == 40
