@@ -5,6 +5,7 @@ write-pth       install the venv start-up hook that applies those defaults
 evolve          the schema-evolution hook alone: evolve the current-state Iceberg tables
 run             the pipeline once: the pre-dbt hooks, then `dbt build` (extra arguments go to dbt);
                 --every SECONDS: again and again until Ctrl-C / SIGTERM (after the run in progress)
+                --maintain-every SECONDS (with --every): `maintain` in the loop's process
 erase           right to be forgotten: erase a data subject's keys from every table, raw file and snapshot
 rectify         right to rectification: correct a data subject's personal columns everywhere they are held
 maintain        table maintenance: compaction, manifests, snapshot expiry, orphan files
@@ -52,13 +53,13 @@ from python_hooks.commands.docs import build_docs
 from python_hooks.commands.environment import env_lines
 from python_hooks.commands.live_compare import run_compare, run_drop_snapshots
 from python_hooks.commands.live_demo import run_demo
-from python_hooks.commands.loop import loop
+from python_hooks.commands.loop import loop, with_maintenance
 from python_hooks.commands.maintain import run_maintenance
 from python_hooks.commands.personal_data import run_personal_data
 from python_hooks.commands.run import make_runner, run_hooks, run_pipeline, verbose
 from python_hooks.commands.status import run_status
 from python_hooks.project import env
-from python_hooks.project.dbt_args import target_args
+from python_hooks.project.dbt_args import split_shared_options, target_args
 from python_hooks.project.session import dbt_runner
 
 
@@ -142,13 +143,29 @@ def evolve() -> None:
     "the run in progress; one loop per warehouse on this machine.",
 )
 @click.option("--runs", type=int, help="With --every: stop after this many runs.")
+@click.option(
+    "--maintain-every",
+    type=click.FloatRange(min=1),
+    metavar="SECONDS",
+    help="With --every: `maintain` in the loop's process, after the run in progress, every SECONDS (on the "
+    "embedded target the loop holds the warehouse, so `make maintain` beside it is refused).",
+)
 @click.pass_context
-def run(ctx: click.Context, every: float | None, runs: int | None) -> None:
+def run(ctx: click.Context, every: float | None, runs: int | None, maintain_every: float | None) -> None:
     """The pipeline once: the hooks, then `dbt build` (extra arguments go to dbt build)."""
     if every is None:
+        if maintain_every is not None:
+            raise click.UsageError("--maintain-every goes with --every (a loop); alone, run `maintain`")
         sys.exit(0 if run_pipeline(ctx.args) else 1)
     runner = make_runner(progress=not verbose())  # one runner, one Spark session, for every run
-    sys.exit(loop(every, lambda: run_pipeline(ctx.args, runner=runner), Path(env.local_state_dir()), runs))
+
+    def turn() -> bool:
+        return run_pipeline(ctx.args, runner=runner)
+
+    if maintain_every is not None:  # the target's options only (--target, --project-dir...), as `maintain` takes
+        shared = split_shared_options(ctx.args)[1]
+        turn = with_maintenance(turn, lambda: run_maintenance(shared), maintain_every)
+    sys.exit(loop(every, turn, Path(env.local_state_dir()), runs))
 
 
 @main.command(

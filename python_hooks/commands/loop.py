@@ -10,6 +10,10 @@ no JVM start per run).
   `<CDC_STATE_DIR>/.run-every.lock`, refused in one line naming the holder. (On the embedded target a
   second process is refused anyway: python_hooks/project/embedded_lock.py.)
 - A failed run does not stop the loop: it is said, and the next run tries again.
+- `--maintain-every SECONDS`: `maintain` (python_hooks/commands/maintain.py) in the loop's own process, after
+  the run in progress, once SECONDS have passed since the loop started or since its last maintenance began. On
+  the embedded target the loop holds the warehouse for its whole life, so `make maintain` beside it is refused;
+  this is how a loop keeps its warehouse bounded. Its time counts in the turn's (the next run may start at once).
 """
 
 from __future__ import annotations
@@ -93,6 +97,31 @@ def run_every(
         while not stop.requested and clock() < deadline:
             sleep(min(0.5, deadline - clock()))
     return done, failed
+
+
+def with_maintenance(
+    run_once: Callable[[], bool],
+    maintain_once: Callable[[], bool],
+    every: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> Callable[[], bool]:
+    """A turn of the loop: `run_once`, then `maintain_once` when `every` seconds have passed since the first
+    turn began or since the last maintenance began (a failed one is said by it and due again `every` seconds
+    later). The turn is ok when both were."""
+    last = None
+
+    def turn() -> bool:
+        nonlocal last
+        if last is None:
+            last = clock()
+        ok = run_once()
+        if clock() - last < every:
+            return ok
+        last = clock()
+        log.info("maintenance: %g s since the last one began (--maintain-every)", every)
+        return maintain_once() and ok
+
+    return turn
 
 
 def loop(seconds: float, run_once: Callable[[], bool], lock_folder: Path, runs: int | None = None) -> int:

@@ -402,3 +402,37 @@ def test_maintain_command_is_refused_in_one_line_while_the_embedded_warehouse_is
     assert f"in use by pid {holder.pid} " in refusal[0]
     assert "Traceback" not in done.stderr
     assert sorted(p.name for p in warehouse.iterdir()) == [embedded_lock.LOCK_NAME], "Derby untouched"
+
+
+def test_a_loop_maintains_in_its_own_process_between_its_runs(dbt, spark, tmp_path, schema):
+    """`run --every S --maintain-every M` (python_hooks/cli.py): each turn of the loop is its run, then, when due,
+    `maintain` in the loop's own process and Spark session (on the embedded target the loop holds the warehouse,
+    so `make maintain` beside it is refused, as the test above shows). Two turns, maintenance due at each
+    (`every` 0): each maintenance finds what the run left and compacts it (no delete file after it), the next run
+    applies its files on the maintained table, and the table equals the replay after each turn."""
+    from python_hooks.commands import loop
+    from python_hooks.commands.maintain import run_maintenance
+
+    landing = tmp_path / "landing"
+    relation = f"{schema}_current.crm__customer_master"
+    target_options = [*dbt._common(landing, schema), "--target", "local"]
+    deletes = []
+
+    def run_once() -> bool:
+        return dbt.pipeline(*SELECT, landing=landing, schema=schema)
+
+    def maintain_once() -> bool:
+        before = delete_files(spark, relation)
+        ok = run_maintenance(target_options)
+        deletes.append((before, delete_files(spark, relation)))
+        return ok
+
+    turn = loop.with_maintenance(run_once, maintain_once, 0.0)
+    for stage in (1, 2):
+        dms.write_stage(landing, stage)
+        assert turn(), f"turn {stage}: the run or the maintenance failed"
+        expected = replay(landing / "dms" / "crm" / "customer_master", KEY)
+        assert_same_table(table_rows(spark, relation, KEY, COLUMNS), expected, f"after turn {stage}")
+    assert len(deletes) == 2, deletes
+    assert all(after == 0 for _, after in deletes), f"maintenance left delete files: {deletes}"
+    assert deletes[1][0] > 0, f"the second run's updates and deletes left no delete file to compact: {deletes}"

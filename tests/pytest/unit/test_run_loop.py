@@ -58,6 +58,41 @@ def test_a_stop_request_ends_the_loop_after_the_run_in_progress():
     assert calls == [0.0, 5.0]
 
 
+def test_maintenance_follows_the_run_once_its_period_has_passed():
+    """`run --every 10 --maintain-every 25`: a maintenance after the first run that ends 25 s or more after the
+    loop began or after the last maintenance began; its time counts in the turn; a failed one counts as a failed
+    turn and is due again a period later."""
+    clock, log = Clock(), []
+    run_seconds = iter([2.0, 2.0, 2.0, 12.0, 2.0, 2.0, 2.0, 2.0])
+    maintenance_ok = iter([False, True, True])
+
+    def run_once() -> bool:
+        log.append(("run", clock.now))
+        clock.now += next(run_seconds)
+        return True
+
+    def maintain_once() -> bool:
+        log.append(("maintain", clock.now))
+        clock.now += 6.0
+        return next(maintenance_ok)
+
+    turn = loop.with_maintenance(run_once, maintain_once, 25, clock=clock)
+    done, failed = loop.run_every(10, turn, loop.StopRequest(), runs=8, clock=clock, sleep=clock.sleep)
+    assert (done, failed) == (8, 1)
+    assert log == [
+        ("run", 0.0),
+        ("run", 10.0),
+        ("run", 20.0),
+        ("run", 30.0),  # ends at 42: 25 s since the loop began
+        ("maintain", 42.0),  # fails: due again from 42
+        ("run", 48.0),  # the turn took 18 s: the next run at once
+        ("run", 58.0),
+        ("run", 68.0),  # ends at 70: 28 s since 42
+        ("maintain", 70.0),
+        ("run", 78.0),
+    ]
+
+
 def test_sigterm_stops_a_real_loop_cleanly_and_a_second_loop_is_refused(tmp_path):
     """A process running the loop gets SIGTERM during a run: that run ends, the loop says so, exit 0.
     While it runs, a second loop on the same folder is refused in one line."""
