@@ -118,7 +118,7 @@ def with_maintenance(
         if clock() - last < every:
             return ok
         last = clock()
-        log.info("maintenance: %g s since the last one began (--maintain-every)", every)
+        log.info("maintenance, due every %g s (--maintain-every)", every)
         return maintain_once() and ok
 
     return turn
