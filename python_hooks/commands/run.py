@@ -366,16 +366,18 @@ class Progress:
         node = getattr(data, "node_info", None)
         node_name = getattr(node, "node_name", "") if node else ""
         status = str(getattr(data, "status", "")).lower()
+        line = None
         with self.lock:
             if name == "LogTestResult":
                 self.tests[status] = self.tests.get(status, 0) + 1
             elif node_name in self.tables:
                 self.done += 1
+                seconds = getattr(data, "execution_time", 0.0)
+                line = f"  {node_name}: {'applied' if status in ('success', 'ok') else status} ({seconds:.1f} s)"
             else:
                 self.others += 1
-        if name != "LogTestResult" and node_name in self.tables:
-            seconds = getattr(data, "execution_time", 0.0)
-            self._say(f"  {node_name}: {'applied' if status in ('success', 'ok') else status} ({seconds:.1f} s)")
+        if line is not None:  # written once the counts' lock is given back (_say takes it)
+            self._say(line)
 
     def closing(self) -> str:
         tests = ", ".join(f"{n} {status}" for status, n in sorted(self.tests.items())) or "none"
