@@ -84,7 +84,8 @@
                     row is recorded too, with 0) -#}
                 {{ 'files.change_events' if batch.counted else 'coalesce(outcome.file_events[files.file_name], 0)' }},
                 {{ cdc_sql_string(invocation_id) }},
-                current_timestamp()
+                {#- when the batch ended: recorded later (deferred), a literal of now, not the INSERT's time -#}
+                {{ cdc_now_literal() if cdc_accounting_deferred() else 'current_timestamp()' }}
             from {{ batch.record.files }} as files
             {%- if not batch.counted %}
             cross join {{ batch.record.outcome }} as outcome

@@ -13,8 +13,9 @@
    without the current-state models that have nothing to apply (`idle_models`: every raw file of
    their folder is in their ledger), so a run with nothing new reads no raw file and commits nothing;
 4. the batch log gets a row for each table the hooks refused (the merge writes the others'),
-   and the run ends with a short table, one line per current-state table: rows now, what this run
-   inserted, updated, deleted, ignored and refused, and the lag (python_hooks/commands/status.py);
+   and the run ends with a short table, one line per current-state table it applied or refused: rows
+   now, what this run inserted, updated, deleted, ignored and refused, and the lag of its batch
+   (python_hooks/commands/status.py: run_table);
 5. exit status: non-zero if dbt failed or any change was refused; the last lines say what was
    refused or failed and what to do (`run_summary`).
 
@@ -699,20 +700,23 @@ def _full_refresh(dbt_args: Sequence[str]) -> bool:
 
 
 def report(found: Hooks, warehouse: Warehouse | None, unopened: Exception | None = None, stream=None) -> list[str]:
-    """Prints the run's table: one line per current-state table, from the batch log rows of this
-    run (the build's dbt invocation id): each table's newest row, when it is this run's, so one query
-    of the log's newest rows and one count per table, not the landing folders, the ledger or the
-    schema evolution log (which `status` reads)."""
+    """Prints the run's table: one line per current-state table this run wrote a batch log row for, from
+    those rows (the build's dbt invocation id) and a count of the tables it applied, so its cost follows
+    what the run did: no listing, no read of the log's history (the lag is the batch's own newest change;
+    `status` reads the history), nothing for a table with nothing new."""
     run_id = get_invocation_id()
+    tables = found.tables  # the current-state tables the run's selection chose
     try:
         if warehouse is None:
             raise unopened
-        statuses = status.collect(warehouse, found.manifest, waiting_and_changes=False)
+        rows = status.run_rows(warehouse, run_id)
+        applied = {row["model_name"].lower() for row in rows if row["status"] == "applied"}
+        rows_now = status.count_rows(warehouse, [t for t in tables if t.model.lower() in applied])
     except Exception as error:  # the table is a report: a failure to read it must not hide the run's result
         log.warning("could not read the batch log for the run's summary: %s", str(error).splitlines()[0])
         return []
     lines = [f"this run ({run_id[:8]}), per current-state table; {BATCH_LOG} has the details:"]
-    lines += status.run_table(statuses, status.this_runs_rows(statuses, run_id))
+    lines += status.run_table([t.model for t in tables], rows, rows_now, status.now_utc())
     for line in lines:
         print(line, file=stream or sys.stdout, flush=True)
     return lines

@@ -1,6 +1,6 @@
 """Where each current-state table stands, from the batch log (`<schema>_cdc_meta.cdc_batch_log`,
 macros/cdc/batch_log.sql): what `python -m python_hooks status` (`make status`) prints, the table
-that ends `make run` and `make demo`, and `status --plot`.
+that ends `make run` (`run_table`, from that run's rows only) and `make demo`, and `status --plot`.
 
 Per table: rows now (a live count), the last run that applied a batch and its counts, the lag
 (now minus the newest source commit the table holds), the raw files waiting (listed in the landing
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,11 +134,15 @@ def newest_rows(warehouse: Warehouse) -> dict[str, dict]:
 
 
 def _live_rows(warehouse: Warehouse, tables) -> dict[str, int]:
-    existing = [t for t in tables if warehouse.table_exists(t.schema, t.identifier)]
-    if not existing:
+    return count_rows(warehouse, [t for t in tables if warehouse.table_exists(t.schema, t.identifier)])
+
+
+def count_rows(warehouse: Warehouse, tables) -> dict[str, int]:
+    """model -> count(*) of each table of `tables` (which exist), in one query."""
+    if not tables:
         return {}
     counts = " union all ".join(
-        f"select {sql_string(t.model)}, count(*) from {quoted_relation(t.schema, t.identifier)}" for t in existing
+        f"select {sql_string(t.model)}, count(*) from {quoted_relation(t.schema, t.identifier)}" for t in tables
     )
     return {model: int(n) for model, n in warehouse.query(counts)}
 
@@ -161,17 +165,13 @@ def now_utc() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
 
 
-def collect(
-    warehouse: Warehouse, manifest, now: dt.datetime | None = None, *, waiting_and_changes: bool = True
-) -> list[TableStatus]:
-    """The status of every current-state model of the project. Without `waiting_and_changes` (the
-    table that ends a run, which shows neither) the files waiting and the last schema change are not
-    read: no listing of the landing folders, no read of the ledger or of the schema evolution log."""
+def collect(warehouse: Warehouse, manifest, now: dt.datetime | None = None) -> list[TableStatus]:
+    """The status of every current-state model of the project."""
     now = now or now_utc()
     tables = cdc_tables(manifest)
     rows = _live_rows(warehouse, tables)
-    waiting = pending_files(warehouse, tables) if waiting_and_changes else {}
-    changes = _schema_changes(warehouse) if waiting_and_changes else {}
+    waiting = pending_files(warehouse, tables)
+    changes = _schema_changes(warehouse)
     logged = newest_rows(warehouse)
     statuses = []
     for table in tables:
@@ -261,30 +261,31 @@ def exit_code(statuses: Sequence[TableStatus]) -> int:
 HEADER = ("table", "rows", "inserted", "updated", "deleted", "ignored", "refused", "lag")
 
 
-def this_runs_rows(statuses: Sequence[TableStatus], run_id: str) -> list[dict]:
-    """The batch log rows run `run_id` wrote: each table's newest row (applied or refused), when it is
-    that run's (a run writes at most one row per table)."""
-    rows = []
-    for s in statuses:
-        newest = s.refused or s.last
-        if newest is not None and newest.get("run_id") == run_id:
-            rows.append(newest)
-    return rows
+def run_rows(warehouse: Warehouse, run_id: str) -> list[dict]:
+    """The batch log rows run `run_id` wrote (at most one per table): a filter on run_id, so what it reads
+    does not grow with the log's history."""
+    relation = quoted_relation(warehouse.meta_schema, BATCH_LOG)
+    return warehouse.records(f"select * from {relation} where run_id = {sql_string(run_id)}")
 
 
-def run_table(statuses: Sequence[TableStatus], run_rows: Sequence[dict]) -> list[str]:
-    """The short table that ends a run: one line per current-state table, what this run (its batch
-    log rows `run_rows`) did to it; `-` for a table the run had nothing for."""
+def run_table(
+    models: Sequence[str], run_rows: Sequence[dict], rows_now: Mapping[str, int], now: dt.datetime
+) -> list[str]:
+    """The short table that ends a run: one line per current-state table of `models` this run wrote a batch
+    log row for (`run_rows`): its rows now (`rows_now`, counted for the tables it applied), what the run did to
+    it, and how old the newest change of its batch is; then how many tables had nothing new, which cost
+    nothing to report."""
     by_model = {row["model_name"].lower(): row for row in run_rows}
-    width = max([len(HEADER[0]), *(len(s.model) for s in statuses)])
+    logged = [model for model in models if model.lower() in by_model]
+    if not logged:
+        return [f"  nothing new for its {len(models)} current-state table(s)"]
+    width = max([len(HEADER[0]), *(len(model) for model in logged)])
     lines = [f"  {HEADER[0]:<{width}} " + " ".join(f"{h:>8}" for h in HEADER[1:-1]) + f"  {HEADER[-1]}"]
-    for s in statuses:
-        row = by_model.get(s.model.lower())
-        rows = "-" if s.rows is None else str(s.rows)
-        if row is None:
-            counts = ["-"] * 5
-        elif row["status"] == "refused":
-            counts = ["0", "0", "0", "0", str(row["files_refused"])]
+    for model in logged:
+        row = by_model[model.lower()]
+        rows = str(rows_now[model]) if model in rows_now else "-"
+        if row["status"] == "refused":
+            counts, lag = ["0", "0", "0", "0", str(row["files_refused"])], None
         else:
             counts = [
                 str(row["rows_inserted"]),
@@ -293,9 +294,11 @@ def run_table(statuses: Sequence[TableStatus], run_rows: Sequence[dict]) -> list
                 str(ignored(row)),
                 "0",
             ]
-        lines.append(
-            f"  {s.model:<{width}} " + " ".join(f"{v:>8}" for v in [rows, *counts]) + f"  {duration(s.lag_seconds)}"
-        )
+            newest = row.get("newest_commit_at")
+            lag = (now - newest).total_seconds() if newest is not None else None
+        lines.append(f"  {model:<{width}} " + " ".join(f"{v:>8}" for v in [rows, *counts]) + f"  {duration(lag)}")
+    if len(logged) < len(models):
+        lines.append(f"  and {len(models) - len(logged)} current-state table(s) with nothing new")
     return lines
 
 

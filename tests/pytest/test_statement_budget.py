@@ -115,6 +115,15 @@ def test_statements_and_commits_of_a_small_run(dbt, spark, tmp_path: Path, schem
             " order by started_at desc limit 1"
         ).collect()[0][0]
         assert newest == spark.sql(f"select snapshot_id from {relation}.refs where name = 'main'").collect()[0][0]
+        # its ledger rows say when the batch ended (after the table's commit, before its batch log row's end),
+        # not when the run recorded them after its build: what `live demo` measures latency by
+        committed, finished, first, last = spark.sql(
+            f"select s.committed_at, b.finished_at, min(l.applied_at), max(l.applied_at)"
+            f" from {schema}_cdc_meta.cdc_batch_log as b join {relation}.snapshots as s on s.snapshot_id = b.snapshot_id"
+            f" join {schema}_cdc_meta.cdc_file_ledger as l on l.invocation_id = b.run_id and l.model_name = b.model_name"
+            f" where b.model_name = '{table}' and b.snapshot_id = {newest} group by 1, 2"
+        ).collect()[0]
+        assert committed <= first <= last <= finished, (table, committed, first, last, finished)
     nodes = _per_node(statements)
     idle_statements, idle_commits = _counted_run(dbt, spark, landing, schema)
     _assert_batch_log_equals_replay(spark, landing, schema, stages)  # counted once per run, and the idle run added none

@@ -81,14 +81,18 @@ def test_ignored_sums_the_four_reasons():
     assert ignored(_row("m")) == 4
 
 
-def test_run_table_one_line_per_table_dash_for_nothing_new():
-    statuses = [_status("crm__customer_master"), _status("salesdb__customer", rows=None, lag_seconds=None)]
-    refused = _row("salesdb__customer", "refused", files_refused=2)
-    lines = run_table(statuses, [_row("crm__customer_master"), refused])
+def test_run_table_a_line_per_table_the_run_logged_then_how_many_had_nothing_new():
+    models = ["crm__customer_master", "inventory__product", "salesdb__customer"]
+    applied = _row("crm__customer_master", newest_commit_at=AT - dt.timedelta(minutes=10))
+    refused = _row("salesdb__customer", "refused", files_refused=2, newest_commit_at=None)
+    lines = run_table(models, [refused, applied], {"crm__customer_master": 21}, AT)
     assert lines[0].split() == ["table", "rows", "inserted", "updated", "deleted", "ignored", "refused", "lag"]
     assert lines[1].split() == ["crm__customer_master", "21", "2", "3", "1", "4", "0", "10", "min"]
-    assert lines[2].split() == ["salesdb__customer", "-", "0", "0", "0", "0", "2", "-"]
-    assert run_table(statuses, [])[1].split()[1:6] == ["21", "-", "-", "-", "-"], "nothing new this run"
+    assert lines[2].split() == ["salesdb__customer", "-", "0", "0", "0", "0", "2", "-"], "refused: not counted"
+    assert lines[3].split() == ["and", "1", "current-state", "table(s)", "with", "nothing", "new"]
+    assert len(lines) == 4
+    assert run_table(models, [], {}, AT) == ["  nothing new for its 3 current-state table(s)"]
+    assert len(run_table(models[:1], [applied], {"crm__customer_master": 21}, AT)) == 2, "every table logged"
 
 
 def test_render_names_counts_refusal_and_what_to_do_last():
