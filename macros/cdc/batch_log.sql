@@ -96,7 +96,8 @@
 
 
 {% macro cdc_account(target, log_row, ledger_rows=none, tombstones=[], reset=false, ledger_files=none) %}
-    {#- Records a batch: its batch-log row (a SELECT of one row), then its ledger rows (a SELECT), now
+    {#- Records a batch: its batch-log row (a SELECT of one row; deferred, without the table's snapshot_id,
+        which the run adds), then its ledger rows (a SELECT), now
         (the ledger's INSERT is the statement dbt reports for the model) or, deferred, as a line the
         run collects (python_hooks/commands/accounting.py: ACCOUNTING_PREFIX), with its tombstones as
         SELECTs (`tombstones`, merge.sql: cdc_record_tombstones), whether the model's ledger and
@@ -105,7 +106,8 @@
     {%- if cdc_accounting_deferred() -%}
         {#- `meta_files`: when the run compacts the model's partitions of the meta tables (cdc_compaction). -#}
         {%- set compaction = cdc_compaction_settings() -%}
-        {{ log('cdc-accounting: ' ~ tojson({'model': target.identifier, 'batch_log': log_row, 'ledger': ledger_rows,
+        {{ log('cdc-accounting: ' ~ tojson({'model': target.identifier, 'schema': target.schema,
+            'batch_log': log_row, 'ledger': ledger_rows,
             'ledger_files': ledger_files, 'tombstones': tombstones, 'reset': reset,
             'meta_files': compaction.meta_files if compaction.enabled else none})) }}
     {%- else -%}
@@ -130,8 +132,12 @@
 
 {% macro cdc_batch_log_row_sql(target, record, refused=none) %}
     {#- The batch's row of cdc_batch_log as a SELECT of literals (and the table's snapshot). When the row
-        is written later (deferred), the batch's end is a literal of now, not the INSERT's time. -#}
-    {%- set finished = cdc_now_literal() if cdc_accounting_deferred() else 'current_timestamp()' -%}
+        is written later (deferred), the batch's end is a literal of now, not the INSERT's time, and the
+        row ends before `snapshot_id`: the run adds each table's from one listing of its schema
+        (python_hooks/commands/accounting.py: record), where a join of every table's refs in the INSERT
+        loaded each table. -#}
+    {%- set deferred = cdc_accounting_deferred() -%}
+    {%- set finished = cdc_now_literal() if deferred else 'current_timestamp()' -%}
     {%- set counted = ['rows_inserted', 'rows_updated', 'rows_deleted', 'ignored_older', 'ignored_redelivered',
         'ignored_tombstoned', 'ignored_truncated', 'superseded', 'deletes_without_row', 'truncates'] -%}
     {%- set sql -%}
@@ -152,7 +158,7 @@
             cast({{ refused.files | int }} as bigint) as files_refused,
             {{ cdc_sql_string(refused.reason) }} as refusal,
             cast(null as timestamp) as newest_commit_at,
-            cast(null as double) as lag_seconds,
+            cast(null as double) as lag_seconds
         {%- else %}
             outcome.change_events,
             {%- for name in counted %}
@@ -161,9 +167,11 @@
             cast(0 as bigint) as files_refused,
             cast(null as string) as refusal,
             outcome.newest_commit_at,
-            (unix_micros({{ finished }}) - unix_micros(outcome.newest_commit_at)) / 1e6 as lag_seconds,
+            (unix_micros({{ finished }}) - unix_micros(outcome.newest_commit_at)) / 1e6 as lag_seconds
         {%- endif %}
+        {%- if not deferred %},
             snapshot.snapshot_id
+        {%- endif %}
         from (
             select
                 first(build_mode) as build_mode,
@@ -171,11 +179,11 @@
                 count(file_name) as files
             from {{ record.files }} as batch_files
         ) as files
-        {#- A join, not a scalar subquery: the run's INSERT of every table's row is then one Spark job,
-            where each subquery was a job of its own (20 tables: 0.8 s against 1.3 s). #}
+        {%- if not deferred %}
         cross join (
             select max(refs.snapshot_id) as snapshot_id from {{ target }}.refs as refs where refs.name = 'main'
         ) as snapshot
+        {%- endif %}
         {%- if not refused %}
         cross join {{ record.outcome }} as outcome
         {%- endif %}

@@ -54,12 +54,14 @@ class Accounting:
 def record(warehouse: Warehouse, records: list[dict]) -> int:
     """Writes the collected records: the tombstone and ledger rows of the models whose tables were
     created empty in this run are deleted (a first build, --full-refresh), then the batches' tombstones
-    (one INSERT, when any), one INSERT into the batch log, then one into the ledger. A run killed between
+    (one INSERT, when any), one INSERT into the batch log (each table's snapshot read first, from one
+    listing of its schema), then one into the ledger. A run killed between
     the deletes and the ledger's INSERT leaves those models without ledger rows: the next run applies
     all their files again, which changes nothing. Returns how many batches were recorded."""
     if not records:
         return 0
     meta = warehouse.meta_schema
+    snapshots = _snapshots(warehouse, records)  # before any write: a failure leaves the meta tables as they are
     reset = sorted({r["model"] for r in records if r.get("reset")})
     if reset:  # tables created empty in this run (macros/cdc/materialization.sql): their rows start again
         models = ", ".join(sql_string(model) for model in reset)
@@ -72,13 +74,38 @@ def record(warehouse: Warehouse, records: list[dict]) -> int:
     if tombstones:
         rows = " union all ".join(f"({sql})" for sql in tombstones)
         warehouse.execute(f"insert into {quoted_relation(meta, TOMBSTONES)} {rows}", tables_changed=False)
-    rows = " union all ".join(f"({r['batch_log']})" for r in records)
+    rows = " union all ".join(_with_snapshot(r, snapshots) for r in records)
     warehouse.execute(f"insert into {quoted_relation(meta, BATCH_LOG)} {rows}", tables_changed=False)
     ledger = [r["ledger"] for r in records if r.get("ledger")]
     if ledger:
         rows = " union all ".join(f"({sql})" for sql in ledger)
         warehouse.execute(f"insert into {quoted_relation(meta, FILE_LEDGER)} {rows}", tables_changed=False)
     return len(records)
+
+
+def _snapshots(warehouse: Warehouse, records: list[dict]) -> dict[tuple[str, str], str | None]:
+    """(schema, model) -> the table's current snapshot now, after the build, for the records whose batch-log row
+    leaves it to the run (a record that names its `schema`; macros/cdc/batch_log.sql: cdc_batch_log_row_sql):
+    one listing per schema (Warehouse.current_snapshots)."""
+    by_schema: dict[str, list[str]] = {}
+    for r in records:
+        if r.get("schema"):
+            by_schema.setdefault(r["schema"], []).append(r["model"])
+    return {
+        (schema, model): snapshot
+        for schema, models in by_schema.items()
+        for model, snapshot in warehouse.current_snapshots(schema, sorted(set(models))).items()
+    }
+
+
+def _with_snapshot(record: dict, snapshots: dict[tuple[str, str], str | None]) -> str:
+    """A record's batch-log row as a SELECT of every column: the row, then the table's snapshot_id (its last
+    column, macros/cdc/meta.sql) when the run adds it."""
+    if not record.get("schema"):
+        return f"({record['batch_log']})"
+    snapshot = snapshots.get((record["schema"], record["model"]))
+    value = "null" if snapshot is None else str(int(snapshot))
+    return f"(select logged.*, cast({value} as bigint) as snapshot_id from ({record['batch_log']}) as logged)"
 
 
 # The meta tables a model's batches write a file to, partitioned by model_name (macros/cdc/meta.sql).

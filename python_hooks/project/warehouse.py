@@ -203,6 +203,32 @@ class Warehouse:
             self._read.setdefault(meta, set()).update(self._meta_listed)
         return self._meta_listed
 
+    def current_snapshots(self, schema: str, identifiers: Sequence[str]) -> dict[str, str | None]:
+        """The current snapshot id (text; None before the first commit) of each table of `identifiers` in `schema`,
+        by name as given: one listing of those names, which reads the metastore only (no table's metadata file,
+        as a query of each one's refs would), and one query of the refs of a table whose listing does not say
+        (`listed_snapshot`). A table that does not exist: None."""
+        if not identifiers:
+            return {}
+        plain = all(re.fullmatch(r"[A-Za-z0-9_]+", name) for name in identifiers)
+        pattern = sql_string("|".join(identifiers) if plain else "*")
+        rows = self.records(f"show table extended in {quote_ident(schema)} like {pattern}")
+        listed = {
+            str(row.get("tableName")).lower(): listed_snapshot(str(row.get("information") or ""))
+            for row in rows
+            if not row.get("isTemporary")
+        }
+        found = {name: listed.get(name.lower()) for name in identifiers}
+        unlisted = [name for name, snapshot in found.items() if snapshot is UNLISTED]
+        if unlisted:
+            parts = [
+                f"(select max(snapshot_id) from {quoted_relation(schema, name)}.refs where name = 'main')"
+                for name in unlisted
+            ]
+            row = self.query("select " + ", ".join(parts))[0]
+            found.update({name: None if v is None else str(v) for name, v in zip(unlisted, row, strict=True)})
+        return found
+
     def _newest_snapshots(self, names: Sequence[str]) -> dict[str, str | None]:
         """One query: the newest snapshot id of each meta table of `names` (text; None before its first commit)."""
         if not names:

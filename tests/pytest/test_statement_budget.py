@@ -29,16 +29,17 @@ SELECT = (
     *TABLES,
 )
 # The ceilings this test holds, measured on 2026-11-28 (the issue's goal beside each): a ratchet, lowered as
-# the engine gets there; one is raised only when work moves out of every node into one statement of the run
-# (the tables' states: each node -1, the run +1). Statements as dbt sends them (bench/instrument.py:
-# SqlProfile); commits from the tables' snapshots.
+# the engine gets there; one is raised only when work per table moves into one statement of the run (the
+# tables' states: each node -1, the run +1; their snapshots for the batch log: a listing, where the batch log's
+# INSERT loaded every table's metadata, 20 tables 1.0-1.4 s against 0.25-0.3 s). Statements as dbt sends them
+# (bench/instrument.py: SqlProfile); commits from the tables' snapshots.
 BUDGET = {
     "node statements": 2,  # per current-state model node (aggregate, MERGE); goal 4 (dbt metadata included)
     "table commits": 1,  # per applied table: its MERGE (a small table is not compacted for its deletes); goal 1
     "accounting commits": 1,  # the ledger's and the batch log's, once per run (commands/accounting.py); goal 1
     "tombstone commits": 1,  # once per run (the batches hand them over as literals, or spool them); goal 1
     "test statements": 1,  # per applied table, its data tests (the batch checks what it guarantees); goal 1
-    "run statements": 7,  # hooks (their listings serve dbt's relation cache and the tables' states), accounting; goal 8
+    "run statements": 8,  # hooks (their listings serve dbt's relation cache and the tables' states), accounting; goal 8
     "idle statements": 2,  # the meta tables' listing (they exist, their snapshots), the current schema's tables; goal 3
 }
 
@@ -117,10 +118,11 @@ def test_statements_and_commits_of_a_small_run(dbt, spark, tmp_path: Path, schem
         assert newest == spark.sql(f"select snapshot_id from {relation}.refs where name = 'main'").collect()[0][0]
         # its ledger rows say when the batch ended (after the table's commit, before its batch log row's end),
         # not when the run recorded them after its build: what `live demo` measures latency by
+        meta = f"{schema}_cdc_meta"
         committed, finished, first, last = spark.sql(
             f"select s.committed_at, b.finished_at, min(l.applied_at), max(l.applied_at)"
-            f" from {schema}_cdc_meta.cdc_batch_log as b join {relation}.snapshots as s on s.snapshot_id = b.snapshot_id"
-            f" join {schema}_cdc_meta.cdc_file_ledger as l on l.invocation_id = b.run_id and l.model_name = b.model_name"
+            f" from {meta}.cdc_batch_log as b join {relation}.snapshots as s on s.snapshot_id = b.snapshot_id"
+            f" join {meta}.cdc_file_ledger as l on l.invocation_id = b.run_id and l.model_name = b.model_name"
             f" where b.model_name = '{table}' and b.snapshot_id = {newest} group by 1, 2"
         ).collect()[0]
         assert committed <= first <= last <= finished, (table, committed, first, last, finished)
