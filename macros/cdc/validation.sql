@@ -2,7 +2,8 @@
     batch per file that finds it (with the batch log's counts), before anything is written. -#}
 
 {% macro cdc_validate_batch(target, files, keys, record) %}
-    {#- Refuses a batch with a null key, commit timestamp or sequence, or an unknown operation,
+    {#- Refuses a batch with a null key or commit timestamp, a null or malformed sequence (not 35 digits),
+        or an unknown operation,
         naming each file and how many of its events are bad; nothing has been written yet. `files`:
         the rows of cdc_batch_files_sql (one per raw file of the batch, read from the cached batch,
         so validation costs no scan of its own). Returns the batch's newest truncate as
@@ -85,7 +86,7 @@
         {%- do checks.append(("count_if(_cdc_op <> 'T' and " ~ cdc_quote(key) ~ " is null)", "null or missing key column " ~ key)) -%}
     {%- endfor -%}
     {%- do checks.append(("count_if(_cdc_ts is null)", "null commit timestamp (_cdc_ts, from the producer's commit-time column: DMS last_update_time or the task's TimestampColumnName, Debezium source.ts_ms or __source_ts_ms)")) -%}
-    {%- do checks.append(("count_if(_cdc_seq is null)", "null change sequence (_cdc_seq)")) -%}
+    {%- do checks.append(("count_if(_cdc_seq is null or not (_cdc_seq rlike '^[0-9]{35}$'))", "null or malformed change sequence (_cdc_seq: 35 digits, from DMS AR_H_CHANGE_SEQ or the Debezium source position)")) -%}
     {%- do checks.append(("count_if" ~ cdc_unknown_op(), "unknown operation")) -%}
     {{ return(checks) }}
 {%- endmacro %}

@@ -25,6 +25,9 @@ CONTRACT_NOT_NULL = ("_cdc_op", "_cdc_ts", "_cdc_seq", "_cdc_source_file", "_cdc
 # a current-state row is an insert or an update (deletes and truncates delete rows).
 STAGING_OPERATIONS = {"I", "U", "D", "T"}
 TABLE_OPERATIONS = {"I", "U"}
+# The sequence's format, as staging's data tests say it (expression_is_true on _cdc_seq): the batch refuses
+# any other before a write (cdc_validation_checks: null or malformed change sequence).
+SEQUENCE_FORMAT = "rlike '^[0-9]{35}$'"
 
 
 def idle_descendants(manifest, tables: Sequence[CdcTable], idle: set[str]) -> set[str]:
@@ -61,8 +64,8 @@ def guaranteed_tests(manifest, applied: Sequence[CdcTable]) -> set[str]:
     """The data tests of the applied tables (`applied`: current-state tables whose batch runs) and of their
     staging models that check only what the batch itself guarantees: not_null on a contract column or on
     the key, unique on a one-column key (the MERGE keeps one row per key), accepted_values on _cdc_op that
-    admit every operation the batch lets through. Any other test (an expression, a relationship, a test
-    of the analyst's own) runs as before."""
+    admit every operation the batch lets through, a staging model's _cdc_seq format (SEQUENCE_FORMAT). Any
+    other test (another expression, a relationship, a test of the analyst's own) runs as before."""
     staging = {t.staging_model: t for t in applied}
     current = {t.model: t for t in applied}
     names = set()
@@ -84,6 +87,9 @@ def guaranteed_tests(manifest, applied: Sequence[CdcTable]) -> set[str]:
             names.add(node.name)
         elif metadata.name == "unique" and table is not None and keys == (column,):
             names.add(node.name)
+        elif metadata.name == "expression_is_true" and column == "_cdc_seq" and events is not None:
+            if " ".join(str(metadata.kwargs.get("expression") or "").split()) == SEQUENCE_FORMAT:
+                names.add(node.name)
         elif metadata.name == "accepted_values" and column == "_cdc_op":
             allowed = {str(v) for v in metadata.kwargs.get("values") or ()}
             if allowed >= (TABLE_OPERATIONS if table is not None else STAGING_OPERATIONS):

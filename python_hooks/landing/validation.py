@@ -10,8 +10,10 @@ The checks, each in the words the batch's refusal uses (`KEY_WORDS`, `TIMESTAMP_
 - the commit timestamp null: DMS's timestamp column (or its text where Spark surely reads no timestamp: not
   of a shape Spark reads, or a date that does not exist: `not_timestamps`), Debezium's `__source_ts_ms` or
   `source.ts_ms`/`ts_ms`;
-- the change sequence null: a Debezium file without a source position whose name is not the S3 sink's
-  `<topic>+<partition>+<offset>` (DMS's sequence is never null: it falls back on the file name);
+- the change sequence null or not 35 digits: a Debezium event without a source position in a file whose name
+  is not the S3 sink's `<topic>+<partition>+<offset>`, or whose position is not digits (a negative LSN, MySQL
+  `pos` or `row`); a DMS `AR_H_CHANGE_SEQ` that is not digits once trimmed (a null or empty one falls back on
+  the file name, which always makes 35 digits);
 - an unknown operation (DMS `Op` after trim and upper case, a missing one is an insert; Debezium's `__op`/
   `op` mapped r, c -> I, u -> U, d -> D, t -> T).
 
@@ -40,7 +42,9 @@ TIMESTAMP_WORDS = (
     "null commit timestamp (_cdc_ts, from the producer's commit-time column: DMS last_update_time or the task's"
     " TimestampColumnName, Debezium source.ts_ms or __source_ts_ms)"
 )
-SEQUENCE_WORDS = "null change sequence (_cdc_seq)"
+SEQUENCE_WORDS = (
+    "null or malformed change sequence (_cdc_seq: 35 digits, from DMS AR_H_CHANGE_SEQ or the Debezium source position)"
+)
 OPERATION_WORDS = (
     "unknown operation {operations} (the producer's operation column: Op, __op or op; known: I, U, D and"
     " Debezium's r, c, u, d, t)"
@@ -65,7 +69,7 @@ class FileChecks:
     file_name: str
     null_keys: dict[str, int] = field(default_factory=dict)
     null_timestamps: int = 0
-    null_sequences: int = 0
+    bad_sequences: int = 0  # null or not 35 digits
     unknown: int = 0
     unknown_operations: set[str] = field(default_factory=set)
 
@@ -94,12 +98,12 @@ class FileChecks:
             counted = pc.and_kleene(pc.not_equal(operation, "T"), pc.is_null(value))
             self.null_keys[key] = self.null_keys.get(key, 0) + _count(counted)
         self.null_timestamps += _null_timestamps(self.table, columns)
-        self.null_sequences += _null_sequences(producer, columns, self.file_name, group.num_rows)
+        self.bad_sequences += _bad_sequences(producer, columns, self.file_name, group.num_rows)
 
     def failures(self) -> list[str]:
         """`<n> change event(s) with <what>`, one per failing check, in cdc_validation_checks' order."""
         found = [(n, KEY_WORDS.format(key=key)) for key, n in self.null_keys.items()]
-        found += [(self.null_timestamps, TIMESTAMP_WORDS), (self.null_sequences, SEQUENCE_WORDS)]
+        found += [(self.null_timestamps, TIMESTAMP_WORDS), (self.bad_sequences, SEQUENCE_WORDS)]
         operations = ", ".join(sorted(self.unknown_operations)[:5])
         found.append((self.unknown, OPERATION_WORDS.format(operations=operations)))
         return [f"{n} change event(s) with {what}" for n, what in found if n > 0]
@@ -231,23 +235,37 @@ def _divides(divisor: int, values: pa.ChunkedArray | pa.Array) -> pa.ChunkedArra
     return pc.equal(pc.multiply(pc.divide(values, divisor), divisor), values)
 
 
-def _null_sequences(producer: str, columns: dict, file_name: str, rows: int) -> int:
-    """Debezium events with no source position whose file's name gives no Kafka position (staging's
-    `coalesce(position, kafka_position)`); DMS's sequence is never null."""
+def _bad_sequences(producer: str, columns: dict, file_name: str, rows: int) -> int:
+    """Events whose `_cdc_seq` staging makes null or not 35 digits. DMS: `coalesce(lpad(nullif(trim(
+    AR_H_CHANGE_SEQ), ''), 35, '0'), <from the file name>)`, bad where the trimmed text is not digits (the file
+    name's fallback always makes 35 digits). Debezium: `coalesce(<source position>, <Kafka position>)`, bad where
+    the position is not digits, or null in a file whose name gives no Kafka position."""
     if producer == "dms":
-        return 0
+        text = _text(_coalesce(columns.get("ar_h_change_seq", [])))
+        if text is None:
+            return 0
+        return _count(_not_padded_digits(pc.utf8_trim(text, characters=" "), 35))
     match = KAFKA_NAME.search(file_name)
-    if match is not None and int(match.group(2)) <= LONG_MAX:
-        return 0
+    kafka = match is not None and int(match.group(2)) <= LONG_MAX
     position = _position(producer, columns)
     if position is None:
-        return rows
-    return _count(pc.is_null(position))
+        return 0 if kafka else rows
+    present, malformed = position
+    bad = malformed if kafka else pc.or_kleene(pc.invert(present), malformed)
+    return _count(bad)
 
 
-def _position(producer: str, columns: dict) -> pa.ChunkedArray | None:
-    """Null where an event has no source position (the LSN, or MySQL's file and position), or None for
-    files that carry none."""
+def _not_padded_digits(text: pa.ChunkedArray, width: int) -> pa.ChunkedArray:
+    """Where Spark's `lpad(text, width, '0')` is not `width` digits (its first `width` characters, or the whole
+    text left-padded with zeros): null where the text is null."""
+    return pc.invert(pc.match_substring_regex(text, f"^(?:[0-9]{{{width}}}|[0-9]*$)"))
+
+
+def _position(producer: str, columns: dict) -> tuple[pa.ChunkedArray, pa.ChunkedArray] | None:
+    """Where an event has a source position (the LSN, or MySQL's file, position and row), and where that
+    position is not digits as staging pads it (`lpad(cast(lsn as string), 35, '0')`; MySQL's `pos` to 20, `row`
+    to 5); None for files that carry none. A position of a type whose text pyarrow cannot tell as Spark would
+    counts as digits (Spark decides)."""
     if producer == "debezium_flattened":
         fields = {name: _coalesce(columns[name]) for name in columns if name.startswith("__source_")}
         lsn, file, pos, row = (fields.get(f"__source_{n}") for n in ("lsn", "file", "pos", "row"))
@@ -255,11 +273,18 @@ def _position(producer: str, columns: dict) -> pa.ChunkedArray | None:
         source = _coalesce(columns.get("source", []))
         lsn, file, pos, row = (_field(source, n) for n in ("lsn", "file", "pos", "row"))
     if lsn is not None:
-        return lsn
+        return pc.is_valid(lsn), _malformed(lsn, 35)
     if pos is not None and file is not None:
-        parts = [file, pos] + ([row] if row is not None else [])
-        valid = pc.is_valid(parts[0])
-        for part in parts[1:]:
-            valid = pc.and_(valid, pc.is_valid(part))
-        return pc.if_else(valid, pa.scalar(True), pa.scalar(None, pa.bool_()))
+        present, malformed = pc.and_(pc.is_valid(file), pc.is_valid(pos)), _malformed(pos, 20)
+        if row is not None:
+            present, malformed = pc.and_(present, pc.is_valid(row)), pc.or_(malformed, _malformed(row, 5))
+        return present, pc.and_(present, malformed)
     return None
+
+
+def _malformed(part: pa.ChunkedArray, width: int) -> pa.ChunkedArray:
+    """Where `lpad(cast(part as string), width, '0')` is not digits; false where pyarrow cannot tell."""
+    text = _text(part)
+    if text is None:
+        return pc.and_(pc.is_valid(part), pa.scalar(False))
+    return pc.fill_null(_not_padded_digits(text, width), False)

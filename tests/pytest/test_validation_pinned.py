@@ -1,8 +1,8 @@
 """The batch's validation, counted on both sides on the same hostile files: Spark's (staging, then
 macros/cdc/validation.sql: cdc_validation_checks, as a batch counts them) and the hooks' (python_hooks/landing/
 validation.py, before anything changes). For each producer (DMS, flattened Debezium, the Debezium envelope), files
-of the sample whose operations, keys and commit timestamps were set at random to values a batch refuses or takes;
-per file and check, both sides must count the same events."""
+of the sample whose operations, keys, commit timestamps and sequences were set at random to values a batch refuses or
+takes; per file and check, both sides must count the same events."""
 
 from __future__ import annotations
 
@@ -20,6 +20,11 @@ from sample_data import debezium, dms
 
 DMS_OPERATIONS = ["I", "U", "D", "u", " D ", "X", "", "T", None]
 DEBEZIUM_OPERATIONS = ["r", "c", "u", "d", "t", "C", "U", "I", "x", "", None]
+# DMS change sequences: digits, padded, too long, and text staging cannot make 35 digits of
+DMS_SEQUENCES = [None, "", " ", "00000000000000000000000000000000042", " 42 ", "4 2", "-1", "x1", "1" * 40,
+                 "1" * 35 + "x", "x" + "1" * 35]  # fmt: skip
+# Debezium LSNs: a negative one is not digits
+LSNS = [None, 42, 42, 42, -3]
 # DMS commit times written as text: some Spark reads as timestamps, some it surely reads as none
 TIME_TEXTS = ["2026-11-01 08:00:00", "2026-11-01T08:00:00.5Z", " 2026-11-01 08:00:00 ", "2026-11-01", "2026-11",
               "garbage", "", "2026-02-30 00:00:00", "2026-13-01 00:00:00", None]  # fmt: skip
@@ -48,12 +53,16 @@ def _nulled(chooser: random.Random, column: pa.ChunkedArray, share: float) -> pa
 
 
 def _hostile(producer: str, good: pa.Table, chooser: random.Random, text_times: bool = False) -> pa.Table:
-    """The good file with operations, keys and commit timestamps changed at random, as a producer could
-    write them (nothing that does not decode: that is the footer's and the pages' refusal)."""
+    """The good file with operations, keys, commit timestamps and change sequences changed at random, as a
+    producer could write them (nothing that does not decode: that is the footer's and the pages' refusal)."""
     columns = dict(zip(good.column_names, good.columns, strict=True))
     operations = DMS_OPERATIONS if producer == "dms" else DEBEZIUM_OPERATIONS
     operation = {"dms": "Op", "debezium_flattened": "__op", "debezium_envelope": "op"}[producer]
     columns[operation] = pa.array([chooser.choice(operations) for _ in range(good.num_rows)], pa.string())
+    if producer == "dms":
+        columns["AR_H_CHANGE_SEQ"] = pa.array([chooser.choice(DMS_SEQUENCES) for _ in range(good.num_rows)])
+    elif producer == "debezium_flattened":
+        columns["__source_lsn"] = pa.array([chooser.choice(LSNS) for _ in range(good.num_rows)], pa.int64())
     if producer == "dms" and text_times:
         columns["last_update_time"] = pa.array([chooser.choice(TIME_TEXTS) for _ in range(good.num_rows)], pa.string())
         columns["customer_id"] = _nulled(chooser, columns["customer_id"], 0.2)
@@ -69,6 +78,7 @@ def _hostile(producer: str, good: pa.Table, chooser: random.Random, text_times: 
             rows = [dict(r, product_id=None) if r is not None and chooser.random() < 0.2 else r for r in rows]
             columns[image] = pa.array(rows, columns[image].type)
         sources = [dict(s, ts_ms=None) if chooser.random() < 0.3 else s for s in columns["source"].to_pylist()]
+        sources = [dict(s, lsn=chooser.choice(LSNS)) if s is not None else s for s in sources]
         columns["source"] = pa.array(sources, columns["source"].type)
         columns["ts_ms"] = _nulled(chooser, columns["ts_ms"], 0.5)
     names = list(columns)  # the good file's, then an `Op` a full-load file lacks
@@ -98,7 +108,7 @@ def _python_counts(producer: str, key: str, path: Path) -> list[int]:
     table = CdcTable("m", "s", "m", "stg_m", "src", None, producer, "last_update_time", keys=(key,))
     checks = FileChecks(table, path.name)
     read_pages(path, checks.add)
-    return [checks.null_keys.get(key, 0), checks.null_timestamps, checks.null_sequences, checks.unknown]
+    return [checks.null_keys.get(key, 0), checks.null_timestamps, checks.bad_sequences, checks.unknown]
 
 
 @pytest.mark.parametrize(("producer", "text_times"), [(producer, False) for producer in SOURCES] + [("dms", True)])

@@ -22,6 +22,8 @@ KAFKA_NAME = "crm.customer+0+0000000042.snappy.parquet"
 OPERATIONS = ["I", "U", "D", " u ", "d", "X", "", "ı", "T", "  ", "i", "\tI", None]
 DEBEZIUM_OPERATIONS = ["r", "c", "u", "d", "t", "R", "C", "I", "U", "D", "x", "", "cc", None]
 WHEN = dt.datetime(2026, 12, 3, 12, 0, 0)
+DMS_SEQUENCES = [None, "", "  ", "20261203120000000000000000000000001", " 42 ", "4 2", "-1", "x1", "1" * 40,
+                 "1" * 35 + "x", "x" + "1" * 35, "１２"]  # fmt: skip
 
 
 def _table(producer: str, keys=("id",), folder: Path | None = None) -> CdcTable:
@@ -49,6 +51,11 @@ def _debezium_operation(raw):
     return {"r": "I", "c": "I", "u": "U", "d": "D", "t": "T"}.get(raw.lower(), raw.upper())
 
 
+def _lpad_digits(text: str, width: int) -> bool:
+    """Spark's `lpad(text, width, '0')` is `width` digits: its first `width` characters, or all of a shorter text."""
+    return all(c in "0123456789" for c in text[:width])
+
+
 def _expected(operations, keys, stamps):
     """(null keys, null timestamps, unknown operations), counted as cdc_validation_checks counts them."""
     known = {"I", "U", "D", "T"}
@@ -64,13 +71,29 @@ def test_dms_events_are_counted_as_the_batch_counts_them(seed):
     ops = [chooser.choice(OPERATIONS) for _ in range(rows)]
     keys = [chooser.choice([None, 1, 2, 3]) for _ in range(rows)]
     stamps = [chooser.choice([None, WHEN, WHEN]) for _ in range(rows)]
-    file = pa.table({"Op": pa.array(ops, pa.string()), "last_update_time": stamps, "ID": keys, "city": ["x"] * rows})
+    seqs = [chooser.choice(DMS_SEQUENCES) for _ in range(rows)]
+    file = pa.table(
+        {
+            "Op": pa.array(ops, pa.string()),
+            "last_update_time": stamps,
+            "ID": keys,
+            "city": ["x"] * rows,
+            "AR_H_CHANGE_SEQ": pa.array(seqs, pa.string()),
+        }
+    )
     checks = _checked("dms", file)
     staged = [_dms_operation(op) for op in ops]
     null_keys, null_stamps, unknown = _expected(staged, keys, stamps)
     assert (checks.null_keys.get("id", 0), checks.null_timestamps, checks.unknown) == (null_keys, null_stamps, unknown)
     assert checks.unknown_operations == {f"'{op}'" for op in staged if op not in {"I", "U", "D", "T"}}
-    assert checks.null_sequences == 0, "DMS's sequence falls back on the file name: never null"
+    # staging's `coalesce(lpad(nullif(trim(seq), ''), 35, '0'), <35 digits from the file name>)`
+    bad = sum(1 for seq in seqs if seq is not None and seq.strip(" ") and not _lpad_digits(seq.strip(" "), 35))
+    assert checks.bad_sequences == bad
+
+
+def test_a_dms_sequence_of_integers_is_bad_where_negative():
+    file = pa.table({"last_update_time": [WHEN] * 3, "id": [1, 2, 3], "ar_h_change_seq": [5, -5, None]})
+    assert _checked("dms", file).bad_sequences == 1
 
 
 def test_a_dms_file_without_op_holds_inserts_only():
@@ -90,14 +113,31 @@ def test_flattened_debezium_events_are_counted_as_the_batch_counts_them(seed, na
     ops = [chooser.choice(DEBEZIUM_OPERATIONS) for _ in range(rows)]
     keys = [chooser.choice([None, 1, 2]) for _ in range(rows)]
     stamps = [chooser.choice([None, 1_700_000_000_000]) for _ in range(rows)]
-    lsns = [chooser.choice([None, 123]) for _ in range(rows)]
+    lsns = [chooser.choice([None, 123, -4]) for _ in range(rows)]
     file = pa.table({"id": keys, "__op": ops, "__source_ts_ms": stamps, "__source_lsn": lsns})
     checks = _checked("debezium_flattened", file, KAFKA_NAME if named else "changes.parquet")
     staged = [_debezium_operation(op) for op in ops]
     null_keys, null_stamps, unknown = _expected(staged, keys, stamps)
     assert (checks.null_keys.get("id", 0), checks.null_timestamps, checks.unknown) == (null_keys, null_stamps, unknown)
-    # the sequence: the LSN, else the Kafka position the S3 sink's file name gives
-    assert checks.null_sequences == (0 if named else lsns.count(None))
+    # the sequence: the LSN as digits, else the Kafka position the S3 sink's file name gives
+    assert checks.bad_sequences == lsns.count(-4) + (0 if named else lsns.count(None))
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_a_mysql_position_is_bad_where_not_digits(named):
+    file = pa.table(
+        {
+            "id": [1, 2, 3, 4, 5],
+            "__op": ["c"] * 5,
+            "__source_ts_ms": [1] * 5,
+            "__source_file": ["mysql-bin.000003", None, "mysql-bin.000003", "mysql-bin.000003", "x"],
+            "__source_pos": pa.array(["154", "154", "-1", "12a", None], pa.string()),
+            "__source_row": [0, 0, 0, 0, 0],
+        }
+    )
+    checks = _checked("debezium_flattened", file, KAFKA_NAME if named else "changes.parquet")
+    # event 2 has no file and 5 no pos: no position, so the Kafka one, if the name gives it
+    assert checks.bad_sequences == 2 + (0 if named else 2)
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -55,6 +55,10 @@ MANIFEST = _manifest(
     _test("stg_a_seq_not_null", "stg_a", "not_null", column_name="_cdc_seq"),
     _test("stg_a_key_not_null", "stg_a", "not_null", column_name="id"),
     _test("stg_a_seq_format", "stg_a", "expression_is_true", expression="_cdc_seq rlike '^[0-9]{35}$'"),
+    # as add-source writes it: the column's test, the format the batch refuses any other than
+    _test("stg_a_seq_digits", "stg_a", "expression_is_true", column_name="_cdc_seq", expression="rlike '^[0-9]{35}$'"),
+    _test("stg_a_seq_other", "stg_a", "expression_is_true", column_name="_cdc_seq", expression="rlike '^[0-9]+$'"),
+    _test("a_seq_digits", "a", "expression_is_true", column_name="_cdc_seq", expression="rlike '^[0-9]{35}$'"),
     _test("mart_unique", "mart_ab", "unique", column_name="id"),
 )
 
@@ -68,6 +72,7 @@ def test_only_what_the_batch_guarantees_is_left_out() -> None:
         "b_k1_not_null",
         "stg_a_op_values",
         "stg_a_seq_not_null",
+        "stg_a_seq_digits",
     }
 
 
