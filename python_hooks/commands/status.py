@@ -273,12 +273,12 @@ def run_table(
 ) -> list[str]:
     """The short table that ends a run: one line per current-state table of `models` this run wrote a batch
     log row for (`run_rows`): its rows now (`rows_now`, counted for the tables it applied), what the run did to
-    it, and how old the newest change of its batch is; then how many tables had nothing new, which cost
-    nothing to report."""
+    it, and how old the newest change of its batch is; then how many had no batch (nothing new, or not
+    built), which cost nothing to report."""
     by_model = {row["model_name"].lower(): row for row in run_rows}
     logged = [model for model in models if model.lower() in by_model]
     if not logged:
-        return [f"  nothing new for its {len(models)} current-state table(s)"]
+        return [f"  no batch this run for its {len(models)} current-state table(s)"]
     width = max([len(HEADER[0]), *(len(model) for model in logged)])
     lines = [f"  {HEADER[0]:<{width}} " + " ".join(f"{h:>8}" for h in HEADER[1:-1]) + f"  {HEADER[-1]}"]
     for model in logged:
@@ -298,7 +298,7 @@ def run_table(
             lag = (now - newest).total_seconds() if newest is not None else None
         lines.append(f"  {model:<{width}} " + " ".join(f"{v:>8}" for v in [rows, *counts]) + f"  {duration(lag)}")
     if len(logged) < len(models):
-        lines.append(f"  and {len(models) - len(logged)} current-state table(s) with nothing new")
+        lines.append(f"  and {len(models) - len(logged)} other current-state table(s): no batch this run")
     return lines
 
 

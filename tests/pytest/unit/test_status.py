@@ -81,7 +81,7 @@ def test_ignored_sums_the_four_reasons():
     assert ignored(_row("m")) == 4
 
 
-def test_run_table_a_line_per_table_the_run_logged_then_how_many_had_nothing_new():
+def test_run_table_a_line_per_table_the_run_logged_then_how_many_had_no_batch():
     models = ["crm__customer_master", "inventory__product", "salesdb__customer"]
     applied = _row("crm__customer_master", newest_commit_at=AT - dt.timedelta(minutes=10))
     refused = _row("salesdb__customer", "refused", files_refused=2, newest_commit_at=None)
@@ -89,9 +89,9 @@ def test_run_table_a_line_per_table_the_run_logged_then_how_many_had_nothing_new
     assert lines[0].split() == ["table", "rows", "inserted", "updated", "deleted", "ignored", "refused", "lag"]
     assert lines[1].split() == ["crm__customer_master", "21", "2", "3", "1", "4", "0", "10", "min"]
     assert lines[2].split() == ["salesdb__customer", "-", "0", "0", "0", "0", "2", "-"], "refused: not counted"
-    assert lines[3].split() == ["and", "1", "current-state", "table(s)", "with", "nothing", "new"]
+    assert lines[3] == "  and 1 other current-state table(s): no batch this run"
     assert len(lines) == 4
-    assert run_table(models, [], {}, AT) == ["  nothing new for its 3 current-state table(s)"]
+    assert run_table(models, [], {}, AT) == ["  no batch this run for its 3 current-state table(s)"]
     assert len(run_table(models[:1], [applied], {"crm__customer_master": 21}, AT)) == 2, "every table logged"
 
 
