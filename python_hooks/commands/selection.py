@@ -64,8 +64,9 @@ def guaranteed_tests(manifest, applied: Sequence[CdcTable]) -> set[str]:
     """The data tests of the applied tables (`applied`: current-state tables whose batch runs) and of their
     staging models that check only what the batch itself guarantees: not_null on a contract column or on
     the key, unique on a one-column key (the MERGE keeps one row per key), accepted_values on _cdc_op that
-    admit every operation the batch lets through, a staging model's _cdc_seq format (SEQUENCE_FORMAT). Any
-    other test (another expression, a relationship, a test of the analyst's own) runs as before."""
+    admit every operation the batch lets through, a staging model's _cdc_seq format (SEQUENCE_FORMAT),
+    unique_combination_of_columns on exactly a composite key. Any other test (another expression, a
+    relationship, a test of the analyst's own) runs as before."""
     staging = {t.staging_model: t for t in applied}
     current = {t.model: t for t in applied}
     names = set()
@@ -87,6 +88,8 @@ def guaranteed_tests(manifest, applied: Sequence[CdcTable]) -> set[str]:
             names.add(node.name)
         elif metadata.name == "unique" and table is not None and keys == (column,):
             names.add(node.name)
+        elif metadata.name == "unique_combination_of_columns" and table is not None and _is_key(metadata, keys):
+            names.add(node.name)
         elif metadata.name == "expression_is_true" and column == "_cdc_seq" and events is not None:
             if " ".join(str(metadata.kwargs.get("expression") or "").split()) == SEQUENCE_FORMAT:
                 names.add(node.name)
@@ -95,6 +98,16 @@ def guaranteed_tests(manifest, applied: Sequence[CdcTable]) -> set[str]:
             if allowed >= (TABLE_OPERATIONS if table is not None else STAGING_OPERATIONS):
                 names.add(node.name)
     return names
+
+
+def _is_key(metadata, keys: Sequence[str]) -> bool:
+    """A unique_combination_of_columns test's columns are the table's key, each once (the batch refuses a null
+    key column, so no null groups them either)."""
+    columns = metadata.kwargs.get("combination_of_columns")
+    if isinstance(columns, str) or not columns:
+        return False
+    named = [str(column).strip('`"').lower() for column in columns]
+    return len(named) == len(keys) and set(named) == {key.lower() for key in keys}
 
 
 META_SOURCE = "cdc_meta"  # models/pipeline/_cdc_meta__sources.yml: the batch log, the ledger, the registers

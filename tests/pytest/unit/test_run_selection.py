@@ -49,6 +49,10 @@ MANIFEST = _manifest(
     _test("a_name_not_null", "a", "not_null", column_name="name"),
     _test("a_ts_not_null", "a", "not_null", column_name="_cdc_ts"),
     _test("b_k1_unique", "b", "unique", column_name="k1"),
+    _test("b_key_unique", "b", "unique_combination_of_columns", combination_of_columns=["k2", "K1"]),
+    _test("b_k1_k1_unique", "b", "unique_combination_of_columns", combination_of_columns=["k1", "k1"]),
+    _test("b_wider_unique", "b", "unique_combination_of_columns", combination_of_columns=["k1", "k2", "name"]),
+    _test("stg_b_key_unique", "stg_b", "unique_combination_of_columns", combination_of_columns=["k1", "k2"]),
     _test("b_k1_not_null", "b", "not_null", column_name="k1"),
     _test("stg_a_op_values", "stg_a", "accepted_values", column_name="_cdc_op", values=["I", "U", "D", "T"]),
     _test("stg_a_op_short", "stg_a", "accepted_values", column_name="_cdc_op", values=["I", "U"]),
@@ -70,6 +74,7 @@ def test_only_what_the_batch_guarantees_is_left_out() -> None:
         "a_op_values",
         "a_ts_not_null",
         "b_k1_not_null",
+        "b_key_unique",
         "stg_a_op_values",
         "stg_a_seq_not_null",
         "stg_a_seq_digits",
@@ -77,7 +82,8 @@ def test_only_what_the_batch_guarantees_is_left_out() -> None:
 
 
 def test_tests_of_a_table_not_applied_are_not_touched() -> None:
-    assert guaranteed_tests(MANIFEST, [B]) == {"b_k1_not_null"}
+    assert guaranteed_tests(MANIFEST, [B]) == {"b_k1_not_null", "b_key_unique"}
+    assert guaranteed_tests(MANIFEST, [A]) & {"b_k1_not_null", "b_key_unique"} == set()
 
 
 def test_nodes_below_idle_tables_only_are_left_out() -> None:
