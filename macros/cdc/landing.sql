@@ -105,9 +105,14 @@
         python_hooks/commands/run.py from landing/pending.py and evolution/apply.py): per current-state
         model, {folder, files, and, for a table the hooks evolved, columns (its columns after
         evolution), staging_model, grouped (whether its raw files are read in groups) and state (its
-        snapshot, branches, size and delete layout)}. Empty for a
+        snapshot, branches, size and delete layout)}, in parts: CDC_RUN_PLAN, then CDC_RUN_PLAN_2 to
+        CDC_RUN_PLAN_<CDC_RUN_PLAN_PARTS> (python_hooks/landing/pending.py: plan_parts). Empty for a
         plain `dbt run`, a shared target, a folder Python does not list: then each model asks Spark. -#}
-    {{ return(fromjson(env_var('CDC_RUN_PLAN', '{}'))) }}
+    {%- set plan = fromjson(env_var('CDC_RUN_PLAN', '{}')) -%}
+    {%- for part in range(2, (env_var('CDC_RUN_PLAN_PARTS', '1') | int) + 1) -%}
+        {%- do plan.update(fromjson(env_var(['CDC_RUN_PLAN', part] | join('_'), '{}'))) -%}
+    {%- endfor -%}
+    {{ return(plan) }}
 {%- endmacro %}
 
 

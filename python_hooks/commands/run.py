@@ -46,6 +46,7 @@ from python_hooks.evolution.apply import evolve, refused_files
 from python_hooks.evolution.footers import FooterReadError, read_footer
 from python_hooks.landing.files import empty_files, is_listed_here, landing_files, raw_files
 from python_hooks.landing.pending import (
+    PLAN_PARTS_VARIABLE,
     PLAN_VARIABLE,
     STAGING_TEST_FILES_VARIABLE,
     idle_models,
@@ -55,6 +56,7 @@ from python_hooks.landing.pending import (
     pending,
     pending_files,
     plan_environment,
+    plan_parts,
     staging_test_files,
 )
 from python_hooks.project import env, faults, iceberg
@@ -473,10 +475,12 @@ def run_pipeline(
         runner.manifest = found.manifest
     handed: dict[str, str] = {}  # what the hooks hand to the macros, for this build only
     if found.plan:  # the run's plan: the files each model applies, as the hooks listed them (landing/pending.py)
-        handed[PLAN_VARIABLE] = plan_environment(found.plan)
+        parts = plan_parts(found.plan)
+        handed.update(plan_environment(parts))
         # The staging views' data tests read the plan's files, not the folders' history (staging_tests.sql).
         if not _full_refresh(dbt_args):
-            handed[STAGING_TEST_FILES_VARIABLE] = staging_test_files(json.loads(handed[PLAN_VARIABLE]), found.tables)
+            planned = {identifier: entry for part in parts for identifier, entry in part.items()}
+            handed[STAGING_TEST_FILES_VARIABLE] = staging_test_files(planned, found.tables)
     # The staging views dbt leaves as they are (evolution/staging_views.py); --full-refresh builds all.
     if found.unchanged_views and not _full_refresh(dbt_args):
         handed[staging_views.UNCHANGED_VARIABLE] = json.dumps(sorted(found.unchanged_views))
@@ -596,6 +600,7 @@ def run_pipeline(
 # The variables a run hands to its dbt build (set or left unset by each run, never inherited).
 HANDED_VARIABLES = (
     PLAN_VARIABLE,
+    PLAN_PARTS_VARIABLE,
     STAGING_TEST_FILES_VARIABLE,
     staging_views.UNCHANGED_VARIABLE,
     staging_views.FINGERPRINTS_VARIABLE,

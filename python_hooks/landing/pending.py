@@ -160,26 +160,43 @@ def pending_files(warehouse: Warehouse, tables: Sequence[CdcTable]) -> dict[str,
     return pending(warehouse, tables).counts
 
 
-# The run's plan reaches dbt's macros through this variable (macros/cdc/landing.sql: cdc_planned_files);
-# it stays well under what one environment variable may hold, and a table left out of it is listed by
-# the macro itself.
+# The run's plan reaches dbt's macros through these variables (macros/cdc/landing.sql: cdc_run_plan): its
+# tables' entries in parts, CDC_RUN_PLAN, CDC_RUN_PLAN_2, ..., CDC_RUN_PLAN_<n> with n in CDC_RUN_PLAN_PARTS
+# (unset: one part), so that every table of a run of hundreds is planned while each variable stays under what
+# one may hold when a process starts (Linux: 128 KiB). A table whose entry alone is longer than a part (a first
+# build of thousands of files) is left out of it, and its model lists its files itself.
 PLAN_VARIABLE = "CDC_RUN_PLAN"
-PLAN_MAX_CHARS = 64_000
+PLAN_PARTS_VARIABLE = "CDC_RUN_PLAN_PARTS"
+PLAN_PART_MAX_CHARS = 100_000
 # What the staging views' data tests read in a run with a plan (macros/cdc/staging_tests.sql).
 STAGING_TEST_FILES_VARIABLE = "CDC_STAGING_TEST_FILES"
 
 
-def plan_environment(plan: dict[str, dict]) -> str:
-    """The plan as the JSON text of CDC_RUN_PLAN: as many tables as fit in PLAN_MAX_CHARS."""
-    kept: dict[str, dict] = {}
+def plan_parts(plan: dict[str, dict]) -> list[dict[str, dict]]:
+    """The plan's entries in parts whose JSON text is at most PLAN_PART_MAX_CHARS each, in the plan's order;
+    an entry longer than that alone is in none."""
+    parts: list[dict[str, dict]] = [{}]
     size = 2
     for identifier, entry in plan.items():
-        text = json.dumps({identifier: entry})
-        if size + len(text) > PLAN_MAX_CHARS:
+        length = len(json.dumps({identifier: entry}))
+        if length + 2 > PLAN_PART_MAX_CHARS:
             continue
-        kept[identifier] = entry
-        size += len(text)
-    return json.dumps(kept)
+        if size + length > PLAN_PART_MAX_CHARS:
+            parts.append({})
+            size = 2
+        parts[-1][identifier] = entry
+        size += length
+    return parts
+
+
+def plan_environment(parts: Sequence[dict[str, dict]]) -> dict[str, str]:
+    """The variables that hand the plan's parts (`plan_parts`) to the macros."""
+    handed = {PLAN_VARIABLE: json.dumps(parts[0] if parts else {})}
+    for number, part in enumerate(parts[1:], start=2):
+        handed[f"{PLAN_VARIABLE}_{number}"] = json.dumps(part)
+    if len(parts) > 1:
+        handed[PLAN_PARTS_VARIABLE] = str(len(parts))
+    return handed
 
 
 def staging_test_files(plan: dict[str, dict], tables: Sequence[CdcTable]) -> str:

@@ -17,11 +17,14 @@ from python_hooks.landing.files import (
     raw_files,
 )
 from python_hooks.landing.pending import (
-    PLAN_MAX_CHARS,
+    PLAN_PART_MAX_CHARS,
+    PLAN_PARTS_VARIABLE,
+    PLAN_VARIABLE,
     idle_models,
     pending,
     pending_files,
     plan_environment,
+    plan_parts,
     staging_test_files,
 )
 from python_hooks.project.storage import Location
@@ -106,7 +109,7 @@ def test_files_waiting_are_listed_files_the_ledger_lacks_in_one_query(tmp_path):
     }
 
 
-def test_the_plan_leaves_out_a_table_whose_file_names_repeat_and_what_does_not_fit(tmp_path):
+def test_the_plan_leaves_out_a_table_whose_file_names_repeat(tmp_path):
     _touch(tmp_path / "a", "x/f.parquet", "y/f.parquet")
     _touch(tmp_path / "b", "g.parquet")
     a, b = _table(tmp_path / "a", "a"), _table(tmp_path / "b", "b")
@@ -114,12 +117,24 @@ def test_the_plan_leaves_out_a_table_whose_file_names_repeat_and_what_does_not_f
     waiting = pending(warehouse, [a, b])
     assert waiting.counts == {"a": 2, "b": 1}
     assert list(waiting.plan) == ["b"]  # two files named f.parquet: the macro refuses them in words
-    assert json.loads(plan_environment(waiting.plan)) == waiting.plan
+    assert plan_environment(plan_parts(waiting.plan)) == {PLAN_VARIABLE: json.dumps(waiting.plan)}  # one part
+
+
+def test_the_plan_of_hundreds_of_tables_is_handed_in_parts_and_a_table_too_long_for_one_is_left_out():
     files = [[f"{n}.parquet", f"{n}.parquet"] for n in range(200)]
     big = {f"t{i}": {"folder": "/x", "files": files} for i in range(50)}
-    kept = json.loads(plan_environment(big))
-    assert 0 < len(kept) < len(big) and len(plan_environment(big)) <= PLAN_MAX_CHARS
-    assert all(kept[name] == big[name] for name in kept)
+    big["huge"] = {"folder": "/x", "files": [[f"{n}.parquet", f"{n}.parquet"] for n in range(20_000)]}
+    big["last"] = {"folder": "/y", "files": files[:1]}
+    handed = plan_environment(plan_parts(big))
+    parts = int(handed[PLAN_PARTS_VARIABLE])
+    names = [PLAN_VARIABLE, *(f"{PLAN_VARIABLE}_{n}" for n in range(2, parts + 1))]
+    assert parts > 1 and set(handed) == {*names, PLAN_PARTS_VARIABLE}
+    assert all(len(handed[name]) <= PLAN_PART_MAX_CHARS for name in names)
+    merged = {}
+    for name in names:  # as macros/cdc/landing.sql: cdc_run_plan reads them
+        merged.update(json.loads(handed[name]))
+    assert merged == {name: entry for name, entry in big.items() if name != "huge"}
+    assert list(merged) == [name for name in big if name != "huge"]  # in the plan's order
 
 
 def test_staging_tests_get_the_plans_file_names_as_quoted_literals(tmp_path):
