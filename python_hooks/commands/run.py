@@ -59,7 +59,7 @@ from python_hooks.landing.pending import (
     plan_parts,
     staging_test_files,
 )
-from python_hooks.project import env, faults, iceberg
+from python_hooks.project import dbt_selection, env, faults, iceberg
 from python_hooks.project.dbt_args import split_shared_options
 from python_hooks.project.meta import (
     BATCH_LOG,
@@ -512,7 +512,8 @@ def run_pipeline(
 
             result = dbtRunnerResult(success=True)
         else:
-            with _environment(handed, clear=HANDED_VARIABLES):
+            # dbt selects from the names of --exclude by an index (project/dbt_selection.py)
+            with _environment(handed, clear=HANDED_VARIABLES), dbt_selection.indexed_names():
                 result = runner.invoke(
                     [
                         "build",
