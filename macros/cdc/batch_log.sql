@@ -40,8 +40,8 @@
 
 {% macro cdc_stash_outcome(record, outcome) %}
     {#- Keeps what the merge counted in the batch's record (cdc_stage_batch), for the log row
-        (cdc_log_batch) and the ledger (each file's change events, `file_events`): a relation of
-        literals, no view. -#}
+        (cdc_log_batch) and the ledger (each file's change events, `file_events`, also as an expression
+        of its own: the ledger's rows read it with no join): a relation of literals, no view. -#}
     {%- set columns = [] -%}
     {%- for name, value in outcome.items() -%}
         {%- if name == 'newest_commit_at' -%}
@@ -53,8 +53,10 @@
                 {%- do names.append(cdc_sql_string(file_name)) -%}
                 {%- do counts.append('cast(' ~ (count | int) ~ ' as bigint)') -%}
             {%- endfor -%}
-            {%- do columns.append('cast(map_from_arrays(array(' ~ (names | join(', ')) ~ '), array(' ~ (counts | join(', '))
-                ~ ')) as map<string, bigint>) as file_events') -%}
+            {%- set file_events = 'cast(map_from_arrays(array(' ~ (names | join(', ')) ~ '), array(' ~ (counts | join(', '))
+                ~ ')) as map<string, bigint>)' -%}
+            {%- do record.update({'file_events': file_events}) -%}
+            {%- do columns.append(file_events ~ ' as file_events') -%}
         {%- else -%}
             {%- do columns.append('cast(' ~ (value | int) ~ ' as bigint) as ' ~ name) -%}
         {%- endif -%}
@@ -123,7 +125,7 @@
 
 {% macro cdc_log_batch(target, record, refused=none) %}
     {#- Records the batch's row of cdc_batch_log (cdc_account): counts from the stashed outcome, files
-        and start time from the batch's files (both in the batch's `record`, cdc_stage_batch).
+        and start time from the batch's summary (both in the batch's `record`, cdc_stage_batch).
         `refused`: {'files': files refused, 'events': change events read, 'reason': the first line of
         the refusal}; the row then counts nothing as applied. -#}
     {%- do cdc_account(target, cdc_batch_log_row_sql(target, record, refused)) -%}
@@ -131,13 +133,17 @@
 
 
 {% macro cdc_batch_log_row_sql(target, record, refused=none) %}
-    {#- The batch's row of cdc_batch_log as a SELECT of literals (and the table's snapshot). When the row
+    {#- The batch's row of cdc_batch_log as a SELECT of literals (and the table's snapshot): its build mode,
+        start and count of files (`record.summary`) and the merge's counts (`record.outcome`, one row), with
+        no aggregate and no join, so that the run's one INSERT of hundreds of batches' rows is planned as
+        literals (an aggregate and a join per row were a Spark stage each: 17 s for 200 rows). When the row
         is written later (deferred), the batch's end is a literal of now, not the INSERT's time, and the
         row ends before `snapshot_id`: the run adds each table's from one listing of its schema
         (python_hooks/commands/accounting.py: record), where a join of every table's refs in the INSERT
         loaded each table. -#}
     {%- set deferred = cdc_accounting_deferred() -%}
     {%- set finished = cdc_now_literal() if deferred else 'current_timestamp()' -%}
+    {%- set started = record.summary.started_at -%}
     {%- set counted = ['rows_inserted', 'rows_updated', 'rows_deleted', 'ignored_older', 'ignored_redelivered',
         'ignored_tombstoned', 'ignored_truncated', 'superseded', 'deletes_without_row', 'truncates'] -%}
     {%- set sql -%}
@@ -145,11 +151,11 @@
             {{ cdc_sql_string(invocation_id) }} as run_id,
             {{ cdc_sql_string(target.identifier) }} as model_name,
             {{ "'refused'" if refused else "'applied'" }} as status,
-            files.build_mode,
-            files.started_at,
+            {{ cdc_sql_string(record.summary.build_mode) }} as build_mode,
+            {{ started }} as started_at,
             {{ finished }} as finished_at,
-            (unix_micros({{ finished }}) - unix_micros(files.started_at)) / 1e6 as seconds,
-            files.files,
+            (unix_micros({{ finished }}) - unix_micros({{ started }})) / 1e6 as seconds,
+            cast({{ record.summary.files | int }} as bigint) as files,
         {%- if refused %}
             cast({{ refused.events | int }} as bigint) as change_events,
             {%- for name in counted %}
@@ -172,20 +178,11 @@
         {%- if not deferred %},
             snapshot.snapshot_id
         {%- endif %}
-        from (
-            select
-                first(build_mode) as build_mode,
-                first(started_at) as started_at,
-                count(file_name) as files
-            from {{ record.files }} as batch_files
-        ) as files
+        from {{ '(select 1) as one' if refused else record.outcome ~ ' as outcome' }}
         {%- if not deferred %}
         cross join (
             select max(refs.snapshot_id) as snapshot_id from {{ target }}.refs as refs where refs.name = 'main'
         ) as snapshot
-        {%- endif %}
-        {%- if not refused %}
-        cross join {{ record.outcome }} as outcome
         {%- endif %}
     {%- endset -%}
     {{ return(sql) }}

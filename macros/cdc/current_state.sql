@@ -169,14 +169,16 @@ from {{ events }}
         or drop); none when nothing is new (no raw file is read). `counted`: the files relation holds
         each file's change events (else the merge counts them: outcome.file_events). `record`: what
         the batch log and the ledger read, as relations of literals: the files, and the merge's counts
-        (`outcome`, set by cdc_stash_outcome, batch_log.sql), and the batch views created (`views`). -#}
+        (`outcome`, set by cdc_stash_outcome, batch_log.sql), and the batch views created (`views`); and
+        the batch log's own (`summary`: its build mode, start and count of files, as literals). -#}
     {%- set events_sql = '(select *, ' ~ cdc_row_hash(business) ~ ' as _cdc_row_hash from (' ~ batch_sql ~ ') as batch)'
         if files or full_build else none -%}
     {{ return({
         'files': files,
         'events': events_sql,
         'events_view': events_view,
-        'record': {'files': files_sql, 'outcome': none, 'views': [], 'tombstones': []},
+        'record': {'files': files_sql, 'outcome': none, 'views': [], 'tombstones': [],
+            'summary': {'build_mode': mode, 'started_at': started_at, 'files': files | length}},
         'columns': (business + ['_cdc_row_hash']) if files or full_build else [],
         'counted': full_build or reader is none,
         'unchanged': unchanged,

@@ -81,15 +81,14 @@
                 {{ model_name }},
                 files.file_name,
                 {#- counted by the listing, or by the merge's aggregate of the batch (a file with no
-                    row is recorded too, with 0) -#}
-                {{ 'files.change_events' if batch.counted else 'coalesce(outcome.file_events[files.file_name], 0)' }},
+                    row is recorded too, with 0); literals, no join: the run inserts hundreds of
+                    batches' rows in one statement -#}
+                {{ 'files.change_events' if batch.counted
+                    else 'coalesce(' ~ batch.record.file_events ~ '[files.file_name], 0)' }},
                 {{ cdc_sql_string(invocation_id) }},
                 {#- when the batch ended: recorded later (deferred), a literal of now, not the INSERT's time -#}
                 {{ cdc_now_literal() if cdc_accounting_deferred() else 'current_timestamp()' }}
             from {{ batch.record.files }} as files
-            {%- if not batch.counted %}
-            cross join {{ batch.record.outcome }} as outcome
-            {%- endif %}
         {%- endset -%}
         {%- do cdc_account(target, cdc_batch_log_row_sql(target, batch.record), ledger, tombstones=batch.record.tombstones,
             reset=batch.record.get('reset', false), ledger_files=batch.files) -%}
