@@ -114,7 +114,7 @@ from {{ events }}
             ~ ' group by _cdc_source_file order by _cdc_source_file') -%}
         {%- set files = pending.columns[0].values() | list -%}
         {%- for row in pending.rows -%}
-            {%- do rows.append('(' ~ cdc_sql_string(row[0]) ~ ', cast(' ~ (row[1] | int) ~ ' as bigint), ' ~ cdc_sql_string(mode) ~ ')') -%}
+            {%- do rows.append('(' ~ cdc_sql_string(row[0]) ~ ', cast(' ~ (row[1] | int) ~ ' as bigint))') -%}
         {%- endfor -%}
         {%- set batch_sql = 'select * from ' ~ events
             ~ (' where _cdc_source_file in (' ~ cdc_sql_string_list(files) ~ ')' if files else ' where false') -%}
@@ -126,7 +126,7 @@ from {{ events }}
         {%- set files = pending | map(attribute='name') | list -%}
         {%- for file in pending -%}
             {#- The count of each file's change events comes from the batch itself (the merge's aggregate). -#}
-            {%- do rows.append('(' ~ cdc_sql_string(file.name) ~ ', cast(null as bigint), ' ~ cdc_sql_string(mode) ~ ')') -%}
+            {%- do rows.append('(' ~ cdc_sql_string(file.name) ~ ', cast(null as bigint))') -%}
         {%- endfor -%}
         {%- set business = [] -%}
         {%- if files -%}
@@ -137,13 +137,12 @@ from {{ events }}
         {%- endif -%}
     {%- endif -%}
     {%- if not rows -%}
-        {%- do rows.append('(cast(null as string), cast(0 as bigint), ' ~ cdc_sql_string(mode) ~ ')') -%}
+        {%- do rows.append('(cast(null as string), cast(0 as bigint))') -%}
     {%- endif -%}
-    {#- When the batch started, for the batch log (a literal: the view is read later). -#}
+    {#- When the batch started, for the batch log (a literal: the row is written later). -#}
     {%- set started_at = cdc_now_literal() -%}
-    {#- The batch's files as a relation of literals (no view: nothing to create or drop). -#}
-    {%- set files_sql = '(select *, ' ~ started_at ~ ' as started_at from values ' ~ (rows | join(', '))
-        ~ ' as batch_files(file_name, change_events, build_mode))' -%}
+    {#- The batch's files as a relation of literals (no view: nothing to create or drop), for the ledger. -#}
+    {%- set files_sql = '(select * from values ' ~ (rows | join(', ')) ~ ' as batch_files(file_name, change_events))' -%}
     {%- if full_build or (files and reader is none) -%}
         {%- set business = cdc_column_names(events) -%}
     {%- elif files and not business -%}
