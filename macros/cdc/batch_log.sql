@@ -40,28 +40,19 @@
 
 {% macro cdc_stash_outcome(record, outcome) %}
     {#- Keeps what the merge counted in the batch's record (cdc_stage_batch), for the log row
-        (cdc_log_batch) and the ledger (each file's change events, `file_events`, also as an expression
-        of its own: the ledger's rows read it with no join): a relation of literals, no view. -#}
-    {%- set columns = [] -%}
+        (cdc_batch_log_row) and the ledger (each file's change events, `file_events`): each count as
+        a literal (`record.outcome`, by column name), no relation and no view. -#}
+    {%- set literals = {} -%}
     {%- for name, value in outcome.items() -%}
         {%- if name == 'newest_commit_at' -%}
-            {%- do columns.append((cdc_timestamp_literal(value) if value is not none else 'cast(null as timestamp)') ~ ' as ' ~ name) -%}
+            {%- do literals.update({name: cdc_timestamp_literal(value) if value is not none else 'cast(null as timestamp)'}) -%}
         {%- elif name == 'file_events' -%}
-            {%- set names = [] -%}
-            {%- set counts = [] -%}
-            {%- for file_name, count in value.items() -%}
-                {%- do names.append(cdc_sql_string(file_name)) -%}
-                {%- do counts.append('cast(' ~ (count | int) ~ ' as bigint)') -%}
-            {%- endfor -%}
-            {%- set file_events = 'cast(map_from_arrays(array(' ~ (names | join(', ')) ~ '), array(' ~ (counts | join(', '))
-                ~ ')) as map<string, bigint>)' -%}
-            {%- do record.update({'file_events': file_events}) -%}
-            {%- do columns.append(file_events ~ ' as file_events') -%}
+            {%- do record.update({'file_events': value}) -%}
         {%- else -%}
-            {%- do columns.append('cast(' ~ (value | int) ~ ' as bigint) as ' ~ name) -%}
+            {%- do literals.update({name: 'cast(' ~ (value | int) ~ ' as bigint)'}) -%}
         {%- endif -%}
     {%- endfor -%}
-    {%- do record.update({'outcome': '(select ' ~ (columns | join(', ')) ~ ')'}) -%}
+    {%- do record.update({'outcome': literals}) -%}
 {% endmacro %}
 
 
@@ -98,13 +89,15 @@
 
 
 {% macro cdc_account(target, log_row, ledger_rows=none, tombstones=[], reset=false, ledger_files=none) %}
-    {#- Records a batch: its batch-log row (a SELECT of one row; deferred, without the table's snapshot_id,
-        which the run adds), then its ledger rows (a SELECT), now
-        (the ledger's INSERT is the statement dbt reports for the model) or, deferred, as a line the
-        run collects (python_hooks/commands/accounting.py: ACCOUNTING_PREFIX), with its tombstones as
-        SELECTs (`tombstones`, merge.sql: cdc_record_tombstones), whether the model's ledger and
-        tombstone rows of before go first (`reset`: a table created empty in this run) and the raw file
-        names its ledger rows hold (`ledger_files`: the run's ledger cache follows them). -#}
+    {#- Records a batch: its batch-log row (cdc_batch_log_row: literals, one per column in the table's order;
+        deferred, without the table's snapshot_id, which the run adds), then its ledger rows (cdc_ledger_rows,
+        each a list of literals), now (the ledger's INSERT is the statement dbt reports for the model) or,
+        deferred, as a line the run collects (python_hooks/commands/accounting.py: ACCOUNTING_PREFIX), with
+        its tombstones as SELECTs (`tombstones`, merge.sql: cdc_record_tombstones), whether the model's
+        ledger and tombstone rows of before go first (`reset`: a table created empty in this run) and the
+        raw file names its ledger rows hold (`ledger_files`: the run's ledger cache follows them). The run
+        inserts every batch's rows as one VALUES list per table: a union of hundreds of SELECTs was a Spark
+        task per SELECT (bench/TUNING.md, round 22). -#}
     {%- if cdc_accounting_deferred() -%}
         {#- `meta_files`: when the run compacts the model's partitions of the meta tables (cdc_compaction). -#}
         {%- set compaction = cdc_compaction_settings() -%}
@@ -113,77 +106,88 @@
             'ledger_files': ledger_files, 'tombstones': tombstones, 'reset': reset,
             'meta_files': compaction.meta_files if compaction.enabled else none})) }}
     {%- else -%}
-        {%- do cdc_execute('insert into ' ~ cdc_meta_relation('cdc_batch_log') ~ ' ' ~ log_row) -%}
-        {%- if ledger_rows is not none -%}
+        {%- do cdc_execute('insert into ' ~ cdc_meta_relation('cdc_batch_log') ~ ' select ' ~ (log_row | join(', '))
+            ~ ', snapshot.snapshot_id from (select max(refs.snapshot_id) as snapshot_id from ' ~ target
+            ~ ".refs as refs where refs.name = 'main') as snapshot") -%}
+        {%- if ledger_rows -%}
             {%- call statement('main') -%}
-                insert into {{ cdc_meta_relation('cdc_file_ledger') }} {{ ledger_rows }}
+                insert into {{ cdc_meta_relation('cdc_file_ledger') }} {{ cdc_values_sql(ledger_rows) }}
             {%- endcall -%}
         {%- endif -%}
     {%- endif -%}
 {% endmacro %}
 
 
+{% macro cdc_values_sql(rows) -%}
+    {#- Rows of literals (each a list of SQL expressions that need no input) as one VALUES list. -#}
+    {%- set tuples = [] -%}
+    {%- for row in rows -%}
+        {%- do tuples.append('(' ~ (row | join(', ')) ~ ')') -%}
+    {%- endfor -%}
+    {{ return('values ' ~ (tuples | join(', '))) }}
+{%- endmacro %}
+
+
 {% macro cdc_log_batch(target, record, refused=none) %}
-    {#- Records the batch's row of cdc_batch_log (cdc_account): counts from the stashed outcome, files
-        and start time from the batch's summary (both in the batch's `record`, cdc_stage_batch).
-        `refused`: {'files': files refused, 'events': change events read, 'reason': the first line of
-        the refusal}; the row then counts nothing as applied. -#}
-    {%- do cdc_account(target, cdc_batch_log_row_sql(target, record, refused)) -%}
+    {#- Records the batch's row of cdc_batch_log (cdc_account), alone: a refused batch (`refused`:
+        {'files': files refused, 'events': change events read, 'reason': the first line of the
+        refusal}; the row then counts nothing as applied). -#}
+    {%- do cdc_account(target, cdc_batch_log_row(target, record, refused)) -%}
 {% endmacro %}
 
 
-{% macro cdc_batch_log_row_sql(target, record, refused=none) %}
-    {#- The batch's row of cdc_batch_log as a SELECT of literals (and the table's snapshot): its build mode,
-        start and count of files (`record.summary`) and the merge's counts (`record.outcome`, one row), with
-        no aggregate and no join, so that the run's one INSERT of hundreds of batches' rows is planned as
-        literals (an aggregate and a join per row were a Spark stage each: 17 s for 200 rows). When the row
-        is written later (deferred), the batch's end is a literal of now, not the INSERT's time, and the
-        row ends before `snapshot_id`: the run adds each table's from one listing of its schema
-        (python_hooks/commands/accounting.py: record), where a join of every table's refs in the INSERT
-        loaded each table. -#}
-    {%- set deferred = cdc_accounting_deferred() -%}
-    {%- set finished = cdc_now_literal() if deferred else 'current_timestamp()' -%}
+{% macro cdc_batch_log_row(target, record, refused=none) %}
+    {#- The batch's row of cdc_batch_log as literals, one per column in the table's order (macros/cdc/meta.sql)
+        but the last, snapshot_id, which its INSERT adds (cdc_account; deferred, the run, from one listing of
+        the schema: python_hooks/commands/accounting.py: record). From the batch's `record` (cdc_stage_batch):
+        its build mode, start and count of files (`summary`) and the merge's counts (`outcome`,
+        cdc_stash_outcome). When the row is written later (deferred), the batch's end is a literal of now,
+        not the INSERT's time. -#}
+    {%- set finished = cdc_now_literal() if cdc_accounting_deferred() else 'current_timestamp()' -%}
     {%- set started = record.summary.started_at -%}
     {%- set counted = ['rows_inserted', 'rows_updated', 'rows_deleted', 'ignored_older', 'ignored_redelivered',
         'ignored_tombstoned', 'ignored_truncated', 'superseded', 'deletes_without_row', 'truncates'] -%}
-    {%- set sql -%}
-        select
-            {{ cdc_sql_string(invocation_id) }} as run_id,
-            {{ cdc_sql_string(target.identifier) }} as model_name,
-            {{ "'refused'" if refused else "'applied'" }} as status,
-            {{ cdc_sql_string(record.summary.build_mode) }} as build_mode,
-            {{ started }} as started_at,
-            {{ finished }} as finished_at,
-            (unix_micros({{ finished }}) - unix_micros({{ started }})) / 1e6 as seconds,
-            cast({{ record.summary.files | int }} as bigint) as files,
-        {%- if refused %}
-            cast({{ refused.events | int }} as bigint) as change_events,
-            {%- for name in counted %}
-            cast(0 as bigint) as {{ name }},
-            {%- endfor %}
-            cast({{ refused.files | int }} as bigint) as files_refused,
-            {{ cdc_sql_string(refused.reason) }} as refusal,
-            cast(null as timestamp) as newest_commit_at,
-            cast(null as double) as lag_seconds
-        {%- else %}
-            outcome.change_events,
-            {%- for name in counted %}
-            outcome.{{ name }},
-            {%- endfor %}
-            cast(0 as bigint) as files_refused,
-            cast(null as string) as refusal,
-            outcome.newest_commit_at,
-            (unix_micros({{ finished }}) - unix_micros(outcome.newest_commit_at)) / 1e6 as lag_seconds
-        {%- endif %}
-        {%- if not deferred %},
-            snapshot.snapshot_id
-        {%- endif %}
-        from {{ '(select 1) as one' if refused else record.outcome ~ ' as outcome' }}
-        {%- if not deferred %}
-        cross join (
-            select max(refs.snapshot_id) as snapshot_id from {{ target }}.refs as refs where refs.name = 'main'
-        ) as snapshot
-        {%- endif %}
-    {%- endset -%}
-    {{ return(sql) }}
+    {%- set row = [
+        cdc_sql_string(invocation_id),
+        cdc_sql_string(target.identifier),
+        "'refused'" if refused else "'applied'",
+        cdc_sql_string(record.summary.build_mode),
+        started,
+        finished,
+        '(unix_micros(' ~ finished ~ ') - unix_micros(' ~ started ~ ')) / 1e6',
+        'cast(' ~ (record.summary.files | int) ~ ' as bigint)',
+    ] -%}
+    {%- if refused -%}
+        {%- do row.append('cast(' ~ (refused.events | int) ~ ' as bigint)') -%}
+        {%- for name in counted -%}
+            {%- do row.append('cast(0 as bigint)') -%}
+        {%- endfor -%}
+        {%- do row.extend(['cast(' ~ (refused.files | int) ~ ' as bigint)', cdc_sql_string(refused.reason),
+            'cast(null as timestamp)', 'cast(null as double)']) -%}
+    {%- else -%}
+        {%- set outcome = record.outcome -%}
+        {%- do row.append(outcome.change_events) -%}
+        {%- for name in counted -%}
+            {%- do row.append(outcome[name]) -%}
+        {%- endfor -%}
+        {%- do row.extend(['cast(0 as bigint)', 'cast(null as string)', outcome.newest_commit_at,
+            '(unix_micros(' ~ finished ~ ') - unix_micros(' ~ outcome.newest_commit_at ~ ')) / 1e6']) -%}
+    {%- endif -%}
+    {{ return(row) }}
+{% endmacro %}
+
+
+{% macro cdc_ledger_rows(target, record, counted) %}
+    {#- The batch's rows of cdc_file_ledger as literals: one per raw file (`record.file_counts`,
+        cdc_stage_batch), with its change events as the listing counted them (`counted`) or as the merge's
+        aggregate did (`record.file_events`; a file with no row is recorded too, with 0). -#}
+    {%- set applied_at = cdc_now_literal() if cdc_accounting_deferred() else 'current_timestamp()' -%}
+    {%- set file_events = record.get('file_events') or {} -%}
+    {%- set rows = [] -%}
+    {%- for file in record.file_counts -%}
+        {%- set events = file[1] if counted else file_events.get(file[0], 0) -%}
+        {%- do rows.append([cdc_sql_string(target.identifier), cdc_sql_string(file[0]),
+            'cast(' ~ (events | int) ~ ' as bigint)', cdc_sql_string(invocation_id), applied_at]) -%}
+    {%- endfor -%}
+    {{ return(rows) }}
 {% endmacro %}

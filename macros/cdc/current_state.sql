@@ -98,7 +98,7 @@ from {{ events }}
     {%- set mode = 'full' if full_build else 'incremental' -%}
     {%- set reader = cdc_staging_reader(staging_model) -%}
     {%- set events_view = cdc_batch_view(target, 'events') -%}
-    {%- set rows = [] -%}
+    {%- set file_counts = [] -%}
     {%- if full_build or reader is none -%}
         {#- Every file (full build), or a staging model of the user's own: the staging view, one
             scan of its file names. -#}
@@ -114,7 +114,7 @@ from {{ events }}
             ~ ' group by _cdc_source_file order by _cdc_source_file') -%}
         {%- set files = pending.columns[0].values() | list -%}
         {%- for row in pending.rows -%}
-            {%- do rows.append('(' ~ cdc_sql_string(row[0]) ~ ', cast(' ~ (row[1] | int) ~ ' as bigint))') -%}
+            {%- do file_counts.append([row[0], row[1] | int]) -%}
         {%- endfor -%}
         {%- set batch_sql = 'select * from ' ~ events
             ~ (' where _cdc_source_file in (' ~ cdc_sql_string_list(files) ~ ')' if files else ' where false') -%}
@@ -126,7 +126,7 @@ from {{ events }}
         {%- set files = pending | map(attribute='name') | list -%}
         {%- for file in pending -%}
             {#- The count of each file's change events comes from the batch itself (the merge's aggregate). -#}
-            {%- do rows.append('(' ~ cdc_sql_string(file.name) ~ ', cast(null as bigint))') -%}
+            {%- do file_counts.append([file.name, none]) -%}
         {%- endfor -%}
         {%- set business = [] -%}
         {%- if files -%}
@@ -136,13 +136,8 @@ from {{ events }}
                 if reader.producer == 'dms' else cdc_debezium_changes(reader.source, staging_model, paths, columns=business) -%}
         {%- endif -%}
     {%- endif -%}
-    {%- if not rows -%}
-        {%- do rows.append('(cast(null as string), cast(0 as bigint))') -%}
-    {%- endif -%}
     {#- When the batch started, for the batch log (a literal: the row is written later). -#}
     {%- set started_at = cdc_now_literal() -%}
-    {#- The batch's files as a relation of literals (no view: nothing to create or drop), for the ledger. -#}
-    {%- set files_sql = '(select * from values ' ~ (rows | join(', ')) ~ ' as batch_files(file_name, change_events))' -%}
     {%- if full_build or (files and reader is none) -%}
         {%- set business = cdc_column_names(events) -%}
     {%- elif files and not business -%}
@@ -165,18 +160,19 @@ from {{ events }}
             table=target.identifier) -%}
     {%- endif -%}
     {#- The batch's change events, as a subquery the merge reads once (no view: nothing to create
-        or drop); none when nothing is new (no raw file is read). `counted`: the files relation holds
-        each file's change events (else the merge counts them: outcome.file_events). `record`: what
-        the batch log and the ledger read, as relations of literals: the files, and the merge's counts
-        (`outcome`, set by cdc_stash_outcome, batch_log.sql), and the batch views created (`views`); and
-        the batch log's own (`summary`: its build mode, start and count of files, as literals). -#}
+        or drop); none when nothing is new (no raw file is read). `counted`: the listing counted each
+        file's change events (else the merge counts them: `record.file_events`). `record`: what the batch
+        log and the ledger read (batch_log.sql: cdc_batch_log_row, cdc_ledger_rows): the files
+        (`file_counts`: [name, change events or none]), the merge's counts (`outcome`, set by
+        cdc_stash_outcome), the batch views created (`views`), and the batch log's own (`summary`: its
+        build mode, start and count of files). -#}
     {%- set events_sql = '(select *, ' ~ cdc_row_hash(business) ~ ' as _cdc_row_hash from (' ~ batch_sql ~ ') as batch)'
         if files or full_build else none -%}
     {{ return({
         'files': files,
         'events': events_sql,
         'events_view': events_view,
-        'record': {'files': files_sql, 'outcome': none, 'views': [], 'tombstones': [],
+        'record': {'file_counts': file_counts, 'outcome': none, 'views': [], 'tombstones': [],
             'summary': {'build_mode': mode, 'started_at': started_at, 'files': files | length}},
         'columns': (business + ['_cdc_row_hash']) if files or full_build else [],
         'counted': full_build or reader is none,

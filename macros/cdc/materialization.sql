@@ -76,21 +76,9 @@
     {%- if batch.files -%}
         {#- The batch log's row, after the table's commit and before the ledger's (batch_log.sql:
             cdc_account, now or once per run). -#}
-        {%- set ledger -%}
-            select
-                {{ model_name }},
-                files.file_name,
-                {#- counted by the listing, or by the merge's aggregate of the batch (a file with no
-                    row is recorded too, with 0); literals, no join: the run inserts hundreds of
-                    batches' rows in one statement -#}
-                {{ 'files.change_events' if batch.counted
-                    else 'coalesce(' ~ batch.record.file_events ~ '[files.file_name], 0)' }},
-                {{ cdc_sql_string(invocation_id) }},
-                {#- when the batch ended: recorded later (deferred), a literal of now, not the INSERT's time -#}
-                {{ cdc_now_literal() if cdc_accounting_deferred() else 'current_timestamp()' }}
-            from {{ batch.record.files }} as files
-        {%- endset -%}
-        {%- do cdc_account(target, cdc_batch_log_row_sql(target, batch.record), ledger, tombstones=batch.record.tombstones,
+        {#- (The ledger's rows first: their time is not after the batch log's end.) -#}
+        {%- set ledger_rows = cdc_ledger_rows(target, batch.record, batch.counted) -%}
+        {%- do cdc_account(target, cdc_batch_log_row(target, batch.record), ledger_rows, tombstones=batch.record.tombstones,
             reset=batch.record.get('reset', false), ledger_files=batch.files) -%}
         {%- if cdc_accounting_deferred() and not full_build -%}
             {%- do store_result('main', response='applied; recorded at the end of the run') -%}

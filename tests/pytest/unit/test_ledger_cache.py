@@ -39,10 +39,11 @@ def test_a_damaged_cache_is_no_cache(tmp_path) -> None:
 
 
 def test_the_files_a_run_adds_to_the_ledger_come_from_its_records() -> None:
+    rows = [["'a'", "'f1'"]]  # a ledger row's literals (macros/cdc/batch_log.sql: cdc_ledger_rows)
     records = [
-        {"model": "a", "ledger": "select ...", "ledger_files": ["f1", "f2"]},
-        {"model": "b", "batch_log": "select ...", "ledger": None},  # refused: no ledger rows
+        {"model": "a", "ledger": rows, "ledger_files": ["f1", "f2"]},
+        {"model": "b", "batch_log": ["'b'"], "ledger": None},  # refused: no ledger rows
     ]
     assert ledger_files(records) == {"a": ["f1", "f2"]}
-    assert ledger_files([*records, {"model": "c", "ledger": "select ...", "reset": True, "ledger_files": []}]) is None
-    assert ledger_files([{"model": "a", "ledger": "select ..."}]) is None  # a record that does not say
+    assert ledger_files([*records, {"model": "c", "ledger": rows, "reset": True, "ledger_files": []}]) is None
+    assert ledger_files([{"model": "a", "ledger": rows}]) is None  # a record that does not say
