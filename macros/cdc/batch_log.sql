@@ -88,12 +88,13 @@
 {%- endmacro %}
 
 
-{% macro cdc_account(target, log_row, ledger_rows=none, tombstones=[], reset=false, ledger_files=none) %}
+{% macro cdc_account(target, log_row, ledger_rows=none, tombstones=[], tombstone_rows=[], reset=false, ledger_files=none) %}
     {#- Records a batch: its batch-log row (cdc_batch_log_row: literals, one per column in the table's order;
         deferred, without the table's snapshot_id, which the run adds), then its ledger rows (cdc_ledger_rows,
         each a list of literals), now (the ledger's INSERT is the statement dbt reports for the model) or,
         deferred, as a line the run collects (python_hooks/commands/accounting.py: ACCOUNTING_PREFIX), with
-        its tombstones as SELECTs (`tombstones`, merge.sql: cdc_record_tombstones), whether the model's
+        its tombstones (merge.sql: cdc_record_tombstones; as rows of literals, `tombstone_rows`, or as
+        SELECTs of a folder it spooled, `tombstones`), whether the model's
         ledger and tombstone rows of before go first (`reset`: a table created empty in this run) and the
         raw file names its ledger rows hold (`ledger_files`: the run's ledger cache follows them). The run
         inserts every batch's rows as one VALUES list per table: a union of hundreds of SELECTs was a Spark
@@ -103,7 +104,7 @@
         {%- set compaction = cdc_compaction_settings() -%}
         {{ log('cdc-accounting: ' ~ tojson({'model': target.identifier, 'schema': target.schema,
             'batch_log': log_row, 'ledger': ledger_rows,
-            'ledger_files': ledger_files, 'tombstones': tombstones, 'reset': reset,
+            'ledger_files': ledger_files, 'tombstones': tombstones, 'tombstone_rows': tombstone_rows, 'reset': reset,
             'meta_files': compaction.meta_files if compaction.enabled else none})) }}
     {%- else -%}
         {%- do cdc_execute('insert into ' ~ cdc_meta_relation('cdc_batch_log') ~ ' select ' ~ (log_row | join(', '))

@@ -172,7 +172,7 @@ from {{ events }}
         'files': files,
         'events': events_sql,
         'events_view': events_view,
-        'record': {'file_counts': file_counts, 'outcome': none, 'views': [], 'tombstones': [],
+        'record': {'file_counts': file_counts, 'outcome': none, 'views': [], 'tombstones': [], 'tombstone_rows': [],
             'summary': {'build_mode': mode, 'started_at': started_at, 'files': files | length}},
         'columns': (business + ['_cdc_row_hash']) if files or full_build else [],
         'counted': full_build or reader is none,

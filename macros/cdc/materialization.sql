@@ -78,7 +78,8 @@
             cdc_account, now or once per run). -#}
         {#- (The ledger's rows first: their time is not after the batch log's end.) -#}
         {%- set ledger_rows = cdc_ledger_rows(target, batch.record, batch.counted) -%}
-        {%- do cdc_account(target, cdc_batch_log_row(target, batch.record), ledger_rows, tombstones=batch.record.tombstones,
+        {%- do cdc_account(target, cdc_batch_log_row(target, batch.record), ledger_rows,
+            tombstones=batch.record.tombstones, tombstone_rows=batch.record.tombstone_rows,
             reset=batch.record.get('reset', false), ledger_files=batch.files) -%}
         {%- if cdc_accounting_deferred() and not full_build -%}
             {%- do store_result('main', response='applied; recorded at the end of the run') -%}

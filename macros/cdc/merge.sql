@@ -379,12 +379,13 @@ where s._cdc_op <> 'D'
         and the MERGE would compute them again. Safe in this order: if this commit fails, the
         ledger does not record the batch, the rerun applies it again, its deletes find no row (no
         MERGE) and are recorded then. When the batch's aggregate brought them (`record.deletes`,
-        literal rows), the run inserts them as they are: no statement in the batch. -#}
+        literal rows), the run inserts them as they are, in one VALUES list with every batch's
+        (`record.tombstone_rows`, the columns of cdc_tombstones): no statement in the batch. -#}
     {%- if record.get('deletes') -%}
-        {%- do record.tombstones.append('select ' ~ cdc_sql_string(target.identifier) ~ ' as model_name, key_json,'
-            ~ ' cast(commit_time as timestamp) as _cdc_ts, _cdc_seq, _cdc_source_file,'
-            ~ ' current_timestamp() as recorded_at from values ' ~ (record.deletes | join(', '))
-            ~ ' as deletes(key_json, commit_time, _cdc_seq, _cdc_source_file)') -%}
+        {%- set recorded_at = cdc_now_literal() -%}
+        {%- for delete in record.deletes -%}
+            {%- do record.tombstone_rows.append([cdc_sql_string(target.identifier)] + delete + [recorded_at]) -%}
+        {%- endfor -%}
     {%- else -%}
         {%- do cdc_write_tombstones(target, 'select ' ~ cdc_sql_string(target.identifier) ~ ' as model_name,'
             ~ ' _cdc_key_json as key_json, _cdc_ts, _cdc_seq, _cdc_source_file, current_timestamp() as recorded_at'
@@ -417,13 +418,13 @@ where s._cdc_op <> 'D'
 
 
 {% macro cdc_tombstone_literals(files) -%}
-    {#- The batch's deletes (cdc_batch_files_sql's `deletes_json`) as literal rows (key_json, commit
-        time text, sequence, file). -#}
+    {#- The batch's deletes (cdc_batch_files_sql's `deletes_json`) as rows of literals (key_json, commit
+        time, sequence, file). -#}
     {%- set rows = [] -%}
     {%- for row in files -%}
         {%- for delete in fromjson(row['deletes_json'] or '[]') -%}
-            {%- do rows.append('(' ~ cdc_sql_string(delete[0]) ~ ', ' ~ cdc_sql_string(delete[1]) ~ ', '
-                ~ cdc_sql_string(delete[2]) ~ ', ' ~ cdc_sql_string(row['_cdc_source_file']) ~ ')') -%}
+            {%- do rows.append([cdc_sql_string(delete[0]), 'cast(' ~ cdc_sql_string(delete[1]) ~ ' as timestamp)',
+                cdc_sql_string(delete[2]), cdc_sql_string(row['_cdc_source_file'])]) -%}
         {%- endfor -%}
     {%- endfor -%}
     {{ return(rows) }}

@@ -71,10 +71,13 @@ def record(warehouse: Warehouse, records: list[dict]) -> int:
             warehouse.execute(
                 f"delete from {quoted_relation(meta, table)} where model_name in ({models})", tables_changed=False
             )
-    # macros/cdc/merge.sql: cdc_record_tombstones, SELECTs of literal rows or of a folder this run spooled
-    tombstones = [sql for r in records for sql in r.get("tombstones") or []]
+    # macros/cdc/merge.sql: cdc_record_tombstones, rows of literals, and SELECTs of a folder this run spooled
+    literal = [row for r in records for row in r.get("tombstone_rows") or []]
+    tombstones = ([f"(select * from {_values(literal)})"] if literal else []) + [
+        f"({sql})" for r in records for sql in r.get("tombstones") or []
+    ]
     if tombstones:
-        rows = " union all ".join(f"({sql})" for sql in tombstones)
+        rows = " union all ".join(tombstones)
         warehouse.execute(f"insert into {quoted_relation(meta, TOMBSTONES)} {rows}", tables_changed=False)
     rows = _values([_with_snapshot(r, snapshots) for r in records])
     warehouse.execute(f"insert into {quoted_relation(meta, BATCH_LOG)} {rows}", tables_changed=False)
