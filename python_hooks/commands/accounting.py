@@ -98,8 +98,7 @@ def _snapshots(warehouse: Warehouse, records: list[dict]) -> dict[tuple[str, str
     (Warehouse.current_snapshots)."""
     by_schema: dict[str, list[str]] = {}
     for r in records:
-        if r.get("schema"):
-            by_schema.setdefault(r["schema"], []).append(r["model"])
+        by_schema.setdefault(r["schema"], []).append(r["model"])
     return {
         (schema, model): snapshot
         for schema, models in by_schema.items()
