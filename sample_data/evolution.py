@@ -106,8 +106,9 @@ def mysql_status_column(landing: Path) -> list[Path]:
     return _write_flat(landing, debezium.CUSTOMER, rows, schema, "id")
 
 
-def mysql_order_customer_bigint(landing: Path) -> list[Path]:
-    """`ALTER TABLE sales_order MODIFY customer_id BIGINT`, then a new order and an update."""
+def mysql_order_customer_bigint(landing: Path, order_id: int = 900, later: int = 0) -> list[Path]:
+    """`ALTER TABLE sales_order MODIFY customer_id BIGINT`, then a new order and an update (another order
+    `later` seconds after, in a file of its own: the new type's files keep coming)."""
     schema = pa.schema(
         [
             pa.field("order_id", pa.int64(), nullable=False),
@@ -120,10 +121,10 @@ def mysql_order_customer_bigint(landing: Path) -> list[Path]:
             pa.field("__deleted", pa.string()),
         ]
     )
-    ts = int(DDL_TIME.timestamp() * 1000) + 5_000
+    ts = int(DDL_TIME.timestamp() * 1000) + 5_000 + later * 1000
     rows = [
         {
-            "order_id": 900,
+            "order_id": order_id,
             "customer_id": 3_000_000_000,
             "order_ts": clock.at(DDL_TIME),
             "amount": Decimal("12.50"),
@@ -133,7 +134,7 @@ def mysql_order_customer_bigint(landing: Path) -> list[Path]:
             "__deleted": "false",
         },
         {
-            "order_id": 900,
+            "order_id": order_id,
             "customer_id": 3_000_000_000,
             "order_ts": clock.at(DDL_TIME),
             "amount": Decimal("12.50"),

@@ -189,7 +189,7 @@
 {%- endmacro %}
 
 
-{% macro cdc_landing_raw_table(staging_model, folder) -%}
+{% macro cdc_landing_raw_table(staging_model, folder, columns=none) -%}
     {#- A Parquet catalog table over every raw file of the folder, which the staging view reads: the
         files in it and in its subfolders (DMS's <yyyy>/<mm>/<dd>/, the S3 sink's partition=<p>/, no
         partition column), hidden ones (. or _) left out, as python_hooks/landing/files.py lists them.
@@ -199,14 +199,20 @@
         statement for a folder of thousands of files). Built beside the one it replaces and swapped
         in, so the view keeps reading the previous one if this build fails. The session keeps no
         listing of it (spark.sql.filesourceTableRelationCacheSize 0, profiles/profiles.yml): every
-        statement sees the files as they are. -#}
+        statement sees the files as they are. `columns` ({name, data_type}): the table's, said, where the
+        folder's files disagree on a type and no merge can find them (cdc_landing_open_read). -#}
     {%- set name = 'raw__' ~ staging_model ~ '__' ~ local_md5(folder)[:8] -%}
     {%- set raw = cdc_meta_relation(name) -%}
     {%- set next = cdc_meta_relation(name ~ '__next') -%}
+    {%- set declared = [] -%}
+    {%- for column in columns or [] -%}
+        {%- do declared.append(cdc_quote(column.name) ~ ' ' ~ column.data_type) -%}
+    {%- endfor -%}
     {%- do cdc_execute('drop table if exists ' ~ next) -%}
     {%- do cdc_execute(
-        'create table ' ~ next ~ " using parquet options ('recursiveFileLookup' 'true', "
-        ~ "'pathGlobFilter' '*.parquet', 'mergeSchema' 'true') location " ~ cdc_sql_string(folder)
+        'create table ' ~ next ~ ((' (' ~ declared | join(', ') ~ ')') if declared else '')
+        ~ " using parquet options ('recursiveFileLookup' 'true', 'pathGlobFilter' '*.parquet'"
+        ~ (", 'mergeSchema' 'true'" if not declared else '') ~ ') location ' ~ cdc_sql_string(folder)
     ) -%}
     {%- do cdc_execute('drop table if exists ' ~ raw) -%}
     {%- do cdc_execute('alter table ' ~ next ~ ' rename to ' ~ raw) -%}
@@ -281,14 +287,17 @@
         business column types to cast to (Spark cannot read int and bigint files as one). A group
         without column types lists the files the hooks left out (python_hooks/evolution/apply.py:
         LEFT_OUT_GROUP; applied files changed in place, which the hooks warned about): registered,
-        never read. -#}
+        never read. The view reads the open group (OPEN_GROUP: the files at the union's types, which the
+        producer's new files join) as the folder less the other groups' files (cdc_landing_open_read), so
+        its SQL does not change, nor grow, as files land. -#}
     {%- set registry = cdc_meta_relation('cdc_raw_file_groups') -%}
     {%- set reads = [] -%}
     {%- set covered = [] -%}
     {%- set left_out = [] -%}
+    {%- set open = [] -%}
     {%- if cdc_planned_groups(staging_model) is not false and cdc_meta_table_exists('cdc_raw_file_groups') -%}
         {%- set groups = run_query(
-            'select to_json(file_names), column_types from ' ~ registry
+            'select to_json(file_names), column_types, group_id from ' ~ registry
             ~ ' where staging_model = ' ~ cdc_sql_string(staging_model) ~ ' order by group_id'
         ) -%}
         {%- for row in groups.rows -%}
@@ -298,7 +307,9 @@
             {%- else -%}
                 {%- do covered.extend(group_files) -%}
                 {%- set read_files = group_files if files is none else group_files | select('in', files) | list -%}
-                {%- if read_files -%}
+                {%- if files is none and row[2] == -2 -%}  {#- OPEN_GROUP (python_hooks/evolution/apply.py) -#}
+                    {%- do open.append({'files': group_files, 'types': fromjson(row[1])}) -%}
+                {%- elif read_files -%}
                     {%- do reads.append({
                         'relation': cdc_files_relation(folder, read_files),
                         'files': read_files | length,
@@ -308,12 +319,23 @@
             {%- endif -%}
         {%- endfor -%}
     {%- endif -%}
+    {%- set open_read = cdc_landing_open_read(staging_model, folder, open[0].files, open[0].types,
+        covered | reject('in', open[0].files) | list + left_out) if open else none -%}
+    {%- if open_read is not none -%}
+        {%- do reads.append(open_read) -%}
+    {%- elif open -%}
+        {%- do reads.append({'relation': cdc_files_relation(folder, open[0].files), 'files': open[0].files | length,
+            'types': open[0].types}) -%}
+    {%- endif -%}
     {%- if covered or left_out -%}
         {#- A batch's file the hooks left out or did not register is `missing`; the view counts both. -#}
         {%- set missing = [] if files is none else files | reject('in', covered) | list -%}
         {%- set registered = covered | length + left_out | length if files is none
             else file_count - missing | length -%}
-        {%- if files is none and registered < file_count -%}
+        {%- if open_read is not none and registered <= file_count -%}
+            {#- The view reads the files that landed since the hooks registered the folder's with the open
+                group (a live capture writes during the run). -#}
+        {%- elif files is none and registered < file_count -%}
             {#- The staging view, while files keep landing (a live capture): the hooks registered the
                 folder's files a moment ago and more came since. The view reads the registered ones; the
                 next run's hooks register the others (a batch reads only files the hooks listed). -#}
@@ -336,6 +358,31 @@
         {%- do reads.append({'relation': cdc_files_relation(folder, files), 'types': none}) -%}
     {%- endif -%}
     {{ return(reads) }}
+{%- endmacro %}
+
+
+{% macro cdc_landing_open_read(staging_model, folder, open_files, types, others) -%}
+    {#- The staging view's read of the open group (cdc_landing_reads): the folder's catalog table
+        (cdc_landing_raw_table) with the columns Spark reads from the group's files, the other groups' files
+        left out by name (`where`: Spark skips them before opening them). None, and the group is read as a
+        list of files, when those columns cannot be written as a table's: a struct (its field names would
+        need quoting inside the type), a column of nulls only (void), two spellings of one name. -#}
+    {%- set columns = cdc_landing_columns_of('select * from ' ~ cdc_files_relation(folder, open_files)) -%}
+    {%- set names = columns | map(attribute='name') | map('lower') | list -%}
+    {%- set kinds = columns | map(attribute='data_type') | map('lower') | join(' ') -%}
+    {%- if 'struct<' in kinds or 'void' in kinds or names | unique | list | length != names | length -%}
+        {{ return(none) }}
+    {%- endif -%}
+    {%- set excluded = [] -%}
+    {%- for path in others -%}
+        {%- do excluded.append(cdc_sql_string(path.split('/') | last)) -%}
+    {%- endfor -%}
+    {{ return({
+        'relation': cdc_landing_raw_table(staging_model, folder, columns),
+        'where': ('_metadata.file_name not in (' ~ excluded | join(', ') ~ ')') if excluded else none,
+        'files': open_files | length,
+        'types': types,
+    }) }}
 {%- endmacro %}
 
 

@@ -49,7 +49,8 @@
         {%- for read in cdc_landing_reads(staging_model, folder, file_count, files) -%}
             {%- set fields = [] -%}
             {%- set top = cdc_planned_raw_columns(staging_model, files) if files is not none and read.types is none else none -%}
-            {%- do parts.append(cdc_cast_columns(stg_debezium_changes_sql(read.relation, shape, node, fields, top), read.types)) -%}
+            {%- do parts.append(cdc_cast_columns(stg_debezium_changes_sql(read.relation, shape, node, fields, top,
+                where=read.get('where')), read.types)) -%}
             {%- if columns is not none and loop.first -%}
                 {%- do columns.extend(((read.types.keys() | list) if read.types is not none else fields)
                     + ['_cdc_op', '_cdc_ts', '_cdc_seq', '_cdc_source_file']) -%}
@@ -65,9 +66,10 @@
 {%- endmacro %}
 
 
-{% macro stg_debezium_changes_sql(files, shape, node, business=[], top=none) %}
+{% macro stg_debezium_changes_sql(files, shape, node, business=[], top=none, where=none) %}
     {#- `business` gets the business columns' names as the SQL selects them (lower case); `top`: the
-        files' columns when the caller knows them (cdc_planned_raw_columns). -#}
+        files' columns when the caller knows them (cdc_planned_raw_columns); `where`: which of the
+        relation's files to read (cdc_landing_open_read). -#}
     {%- set top = top or cdc_landing_columns_of('select * from ' ~ files) -%}
     {%- set top_names = top | map(attribute='name') | map('lower') | list -%}
     {%- set kafka_position -%}
@@ -155,6 +157,9 @@ select
     _metadata.file_name as _cdc_source_file
 
 from {{ files }}
+{%- if where %}
+where {{ where }}
+{%- endif %}
 {% endmacro %}
 
 

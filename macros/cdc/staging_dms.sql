@@ -41,7 +41,7 @@
         {%- for read in cdc_landing_reads(staging_model, folder, file_count, files) -%}
             {%- set raw_columns = (cdc_planned_raw_columns(staging_model, files) if files is not none and read.types is none
                 else none) or cdc_landing_columns_of('select * from ' ~ read.relation) -%}
-            {%- set sql = stg_dms_changes_sql(read.relation, raw_columns, ts_column, node) -%}
+            {%- set sql = stg_dms_changes_sql(read.relation, raw_columns, ts_column, node, where=read.get('where')) -%}
             {%- if columns is not none and loop.first -%}
                 {%- do columns.extend((read.types.keys() | list) if read.types is not none
                     else stg_dms_business_columns(raw_columns, ts_column)) -%}
@@ -66,7 +66,7 @@
 {%- endmacro %}
 
 
-{% macro stg_dms_changes_sql(relation, raw_columns, ts_column, node) %}
+{% macro stg_dms_changes_sql(relation, raw_columns, ts_column, node, where=none) %}
     {%- set by_lower = {} -%}
     {%- for column in raw_columns -%}
         {%- do by_lower.setdefault(column.name | lower, []).append(column.name) -%}
@@ -114,6 +114,9 @@ select
     _metadata.file_name as _cdc_source_file
 
 from {{ relation }}
+{%- if where %}
+where {{ where }}
+{%- endif %}
 {% endmacro %}
 
 

@@ -14,7 +14,8 @@ manifest, through its staging model, to the source and its landing folder) it:
    files Spark must read with which types (`cdc_raw_file_groups`), so that staging reads each
    group on its own and casts to the promoted type (Spark cannot read both in one relation); also
    when an applied file changed in place, so that staging reads the other files only (that file is
-   registered as left out: `LEFT_OUT_GROUP`).
+   registered as left out: `LEFT_OUT_GROUP`). The files at the union's types are the open group
+   (`OPEN_GROUP`), which staging reads as the folder less the other groups.
 
 A table with a refused change or an unreadable new file is left as it is and reported; the others go
 on. `blocked_models` lists what dbt must not build this run.
@@ -66,6 +67,10 @@ log = logging.getLogger(__name__)
 # The group id under which the hooks register, in cdc_raw_file_groups, the files staging must not read (applied
 # files changed in place: one warning each); their column types are null (macros/cdc/landing.sql reads it so).
 LEFT_OUT_GROUP = -1
+# The group id of the files that hold every column at the union's type (`open_group`): the group new files of the
+# producer's current schema join. The staging view reads it as the folder less the other groups' files
+# (macros/cdc/landing.sql: cdc_landing_reads), so its SQL, and its fingerprint, do not change as files land.
+OPEN_GROUP = -2
 
 
 @dataclass
@@ -110,15 +115,15 @@ def missing_keys(table: CdcTable, file_types: dict[str, dict[str, str]]) -> list
 
 def file_groups(
     folder: Location | str | os.PathLike[str], file_types: dict[str, dict[str, str]], union: dict[str, str]
-) -> list[list[str]]:
-    """Files grouped so that within a group every column has one type. One group: nothing to record.
-    `file_types` is keyed by each file's location string (the footer cache's key); a group lists
-    paths inside `folder`."""
+) -> list[tuple[bool, list[str]]]:
+    """Files grouped so that within a group every column has one type, each with whether it is the open group
+    (every column at the union's type: OPEN_GROUP). One group: nothing to record. `file_types` is keyed by
+    each file's location string (the footer cache's key); a group lists paths inside `folder`."""
     groups: dict[tuple, list[str]] = {}
     for name, types in sorted(file_types.items()):
         signature = tuple(sorted((c, t) for c, t in types.items() if c in union and t not in (union[c], "null")))
         groups.setdefault(signature, []).append(location(name).relative_to(folder))
-    return [groups[k] for k in sorted(groups)]
+    return [(not k, groups[k]) for k in sorted(groups)]
 
 
 def _refusal_message(refusal: Refusal, table: CdcTable, file_types: dict[str, dict[str, str]]) -> str:
@@ -315,9 +320,13 @@ def _evolve_table(
         business_types = json.dumps(found.business_types)
         left_out = sorted(f.relative for f in files if str(f.location) in found.left_out and f.size > 0)
         group_rows[table.staging_model] = [(LEFT_OUT_GROUP, left_out, None)] if left_out else []
-        group_rows[table.staging_model] += [(i, g, business_types) for i, g in enumerate(groups)]
+        group_rows[table.staging_model] += [
+            (OPEN_GROUP if is_open else i, g, business_types) for i, (is_open, g) in enumerate(groups)
+        ]
+    # The open group's files are not in the view's SQL: only that it exists.
+    view_groups = [(g, "open" if g == OPEN_GROUP else f, t) for g, f, t in group_rows[table.staging_model]]
     result.staging_inputs[table.staging_model] = json.dumps(
-        [union.to_string(show_field_metadata=False, show_schema_metadata=False), group_rows[table.staging_model]]
+        [union.to_string(show_field_metadata=False, show_schema_metadata=False), view_groups]
     )
 
 

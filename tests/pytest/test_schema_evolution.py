@@ -263,3 +263,45 @@ def test_the_listed_metadata_files_give_each_tables_state_as_spark_does(spark, s
     assert (
         from_files["branched"]["branches"] == ["cdc_batch_1_x"] and from_files["written"]["layout"]["deleted_rows"] == 1
     )
+
+
+def view_rows(spark, view: str) -> list[tuple]:
+    return sorted(
+        tuple(r) for r in spark.sql(f"select order_id, customer_id, _cdc_op, _cdc_source_file from {view}").collect()
+    )
+
+
+def raw_order_rows(folder: Path) -> list[tuple]:
+    """What the staging view must hold, from the raw files themselves (pyarrow: every type variant)."""
+    rows = []
+    ops = {"r": "I", "c": "I", "u": "U", "d": "D"}
+    for path in folder.rglob("*.parquet"):
+        if any(part.startswith((".", "_")) for part in path.relative_to(folder).parts):
+            continue
+        for row in pq.read_table(path, columns=["order_id", "customer_id", "__op"]).to_pylist():
+            rows.append((row["order_id"], row["customer_id"], ops[row["__op"]], path.name))
+    return sorted(rows)
+
+
+def test_a_type_variant_view_is_left_as_it_is_while_files_of_the_new_type_land(dbt, spark, schema, tmp_path):
+    """Once a promotion splits a folder's files into type variants, the staging view reads the files at the
+    promoted types (the open group) as the folder less the other variant's files: a new file of the new type
+    changes nothing in its SQL, so `make run` leaves the view as it is, and the view reads every raw file,
+    each at the promoted type."""
+    view = f"{schema}_staging.stg_salesdb__sales_order"
+    folder = debezium.topic_dir(tmp_path, debezium.SALES_ORDER)
+    for stage in (1, 2):
+        debezium.write_stage(tmp_path, stage)
+    evolution.mysql_order_customer_bigint(tmp_path)
+    assert dbt.pipeline(*SALESDB, landing=tmp_path, schema=schema)
+    assert view_rows(spark, view) == raw_order_rows(folder)
+    spark.sql(f"alter view {view} set tblproperties ('test.kept' = 'yes')")
+
+    evolution.mysql_order_customer_bigint(tmp_path, order_id=901, later=60)
+    assert dbt.pipeline(*SALESDB, landing=tmp_path, schema=schema)
+    assert view_kept(spark, view), "a file of the new type: the view is left as it is"
+    assert view_rows(spark, view) == raw_order_rows(folder), "and it reads the new file"
+    orders = f"{schema}_current.salesdb__sales_order"
+    expected = replay_topic(folder, "flat", ["order_id"])
+    columns = ["order_id", "customer_id", "order_ts", "amount", "order_status", "_cdc_op", "_cdc_ts"]
+    assert_same_table(table_rows(spark, orders, ["order_id"], columns), expected, "the new type's files")
