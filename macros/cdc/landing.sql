@@ -364,13 +364,18 @@
 {% macro cdc_landing_open_read(staging_model, folder, open_files, types, others) -%}
     {#- The staging view's read of the open group (cdc_landing_reads): the folder's catalog table
         (cdc_landing_raw_table) with the columns Spark reads from the group's files, the other groups' files
-        left out by name (`where`: Spark skips them before opening them). None, and the group is read as a
-        list of files, when those columns cannot be written as a table's: a struct (its field names would
-        need quoting inside the type), a column of nulls only (void), two spellings of one name. -#}
+        left out by name (`where`: Spark skips them before opening them). The hooks register an open group
+        only when its columns can be declared (evolution/apply.py: readable_as_table); should Spark still
+        find a struct, a column of nulls only (void) or two spellings of one name, the group is read as a
+        list of files (and the view's fingerprint, which does not name them, keeps it until the next schema
+        change: said in a warning). -#}
     {%- set columns = cdc_landing_columns_of('select * from ' ~ cdc_files_relation(folder, open_files)) -%}
     {%- set names = columns | map(attribute='name') | map('lower') | list -%}
     {%- set kinds = columns | map(attribute='data_type') | map('lower') | join(' ') -%}
     {%- if 'struct<' in kinds or 'void' in kinds or names | unique | list | length != names | length -%}
+        {%- do exceptions.warn(staging_model ~ ": the raw files at the promoted types in " ~ folder ~ " cannot be "
+            ~ "read as one table (a struct, a column of nulls only or two spellings of one name): the staging view "
+            ~ "lists them, and reads the files that land later once the hooks register a schema change") -%}
         {{ return(none) }}
     {%- endif -%}
     {%- set excluded = [] -%}

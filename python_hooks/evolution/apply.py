@@ -126,6 +126,27 @@ def file_groups(
     return [(not k, groups[k]) for k in sorted(groups)]
 
 
+def readable_as_table(types_of_files: Iterable[dict[str, str]], union_names: Iterable[str]) -> bool:
+    """Whether the open group's files can be read as a catalog table declared with their columns
+    (macros/cdc/landing.sql: cdc_landing_open_read asks Spark for them): no struct (its field names would need
+    quoting inside the type), no column that is null in every file (Spark reads it as void, which no table
+    holds), no two spellings of one name. Otherwise the group stays a list of files, and its files stay in the
+    view's fingerprint."""
+    names = [name.lower() for name in union_names]
+    if len(set(names)) != len(names):
+        return False
+    typed: set[str] = set()
+    seen: set[str] = set()
+    for types in types_of_files:
+        for column, spark in types.items():
+            if "struct<" in spark.lower():
+                return False
+            seen.add(column)
+            if spark != "null":
+                typed.add(column)
+    return seen <= typed
+
+
 def _refusal_message(refusal: Refusal, table: CdcTable, file_types: dict[str, dict[str, str]]) -> str:
     """A refusal, with the raw files whose column has the refused type (at most 3 named)."""
     # Both sides in normalize_type's words: a footer's type is spark_type's (struct<`value`:string>), the
@@ -320,9 +341,10 @@ def _evolve_table(
         business_types = json.dumps(found.business_types)
         left_out = sorted(f.relative for f in files if str(f.location) in found.left_out and f.size > 0)
         group_rows[table.staging_model] = [(LEFT_OUT_GROUP, left_out, None)] if left_out else []
-        group_rows[table.staging_model] += [
-            (OPEN_GROUP if is_open else i, g, business_types) for i, (is_open, g) in enumerate(groups)
-        ]
+        by_name = {location(name).relative_to(table.folder): types for name, types in found.file_types.items()}
+        for i, (is_open, group) in enumerate(groups):
+            read_open = is_open and readable_as_table((by_name[f] for f in group), union.names)
+            group_rows[table.staging_model].append((OPEN_GROUP if read_open else i, group, business_types))
     # The open group's files are not in the view's SQL: only that it exists.
     view_groups = [(g, "open" if g == OPEN_GROUP else f, t) for g, f, t in group_rows[table.staging_model]]
     result.staging_inputs[table.staging_model] = json.dumps(
