@@ -67,9 +67,10 @@ log = logging.getLogger(__name__)
 # The group id under which the hooks register, in cdc_raw_file_groups, the files staging must not read (applied
 # files changed in place: one warning each); their column types are null (macros/cdc/landing.sql reads it so).
 LEFT_OUT_GROUP = -1
-# The group id of the files that hold every column at the union's type (`open_group`): the group new files of the
-# producer's current schema join. The staging view reads it as the folder less the other groups' files
-# (macros/cdc/landing.sql: cdc_landing_reads), so its SQL, and its fingerprint, do not change as files land.
+# The group id of the files that hold every column at the union's type (`file_groups`), when they can be read as a
+# table (`readable_as_table`): the group new files of the producer's current schema join. The staging view reads it
+# as the folder less the other groups' files (macros/cdc/landing.sql: cdc_landing_open_read), so its SQL, and its
+# fingerprint, do not change as files land.
 OPEN_GROUP = -2
 
 
