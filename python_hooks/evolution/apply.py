@@ -115,16 +115,24 @@ def missing_keys(table: CdcTable, file_types: dict[str, dict[str, str]]) -> list
 
 
 def file_groups(
-    folder: Location | str | os.PathLike[str], file_types: dict[str, dict[str, str]], union: dict[str, str]
-) -> list[tuple[bool, list[str]]]:
-    """Files grouped so that within a group every column has one type, each with whether it is the open group
-    (every column at the union's type: OPEN_GROUP). One group: nothing to record. `file_types` is keyed by
-    each file's location string (the footer cache's key); a group lists paths inside `folder`."""
-    groups: dict[tuple, list[str]] = {}
+    folder: Location | str | os.PathLike[str],
+    file_types: dict[str, dict[str, str]],
+    union: dict[str, str],
+    union_names: Iterable[str],
+) -> list[tuple[int, list[str]]]:
+    """Files grouped so that within a group every column has one type, as (group id, files). The files that hold
+    every column at the union's type are the open group, OPEN_GROUP, when they can be read as a table
+    (`readable_as_table`, with the union's column names `union_names`); every other group's id is its place. One
+    group: nothing to record. `file_types` is keyed by each file's location string (the footer cache's key); a
+    group lists paths inside `folder`."""
+    groups: dict[tuple, dict[str, dict[str, str]]] = {}
     for name, types in sorted(file_types.items()):
         signature = tuple(sorted((c, t) for c, t in types.items() if c in union and t not in (union[c], "null")))
-        groups.setdefault(signature, []).append(location(name).relative_to(folder))
-    return [(not k, groups[k]) for k in sorted(groups)]
+        groups.setdefault(signature, {})[location(name).relative_to(folder)] = types
+    return [
+        (OPEN_GROUP if not k and readable_as_table(groups[k].values(), union_names) else i, list(groups[k]))
+        for i, k in enumerate(sorted(groups))
+    ]
 
 
 def readable_as_table(types_of_files: Iterable[dict[str, str]], union_names: Iterable[str]) -> bool:
@@ -331,7 +339,7 @@ def _evolve_table(
             change.column for change in plan.changes if change.action == "add_column"
         ]
     raw_types = {name.lower(): t for name, t in _spark_types(union)}
-    groups = file_groups(table.folder, found.file_types, raw_types)
+    groups = file_groups(table.folder, found.file_types, raw_types, union.names)
     # Files listed in groups are the only ones staging reads: an applied file changed in place is left out
     # of them (Spark would merge its footer into the staging view's schema, or fail on it), and registered
     # as left out (LEFT_OUT_GROUP) when Spark lists it (not of 0 bytes), so that the staging view does not
@@ -342,10 +350,7 @@ def _evolve_table(
         business_types = json.dumps(found.business_types)
         left_out = sorted(f.relative for f in files if str(f.location) in found.left_out and f.size > 0)
         group_rows[table.staging_model] = [(LEFT_OUT_GROUP, left_out, None)] if left_out else []
-        by_name = {location(name).relative_to(table.folder): types for name, types in found.file_types.items()}
-        for i, (is_open, group) in enumerate(groups):
-            read_open = is_open and readable_as_table((by_name[f] for f in group), union.names)
-            group_rows[table.staging_model].append((OPEN_GROUP if read_open else i, group, business_types))
+        group_rows[table.staging_model] += [(group_id, group, business_types) for group_id, group in groups]
     # The open group's files are not in the view's SQL: only that it exists.
     view_groups = [(g, "open" if g == OPEN_GROUP else f, t) for g, f, t in group_rows[table.staging_model]]
     result.staging_inputs[table.staging_model] = json.dumps(
