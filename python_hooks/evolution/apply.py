@@ -115,24 +115,17 @@ def missing_keys(table: CdcTable, file_types: dict[str, dict[str, str]]) -> list
 
 
 def file_groups(
-    folder: Location | str | os.PathLike[str],
-    file_types: dict[str, dict[str, str]],
-    union: dict[str, str],
-    union_names: Iterable[str],
-) -> list[tuple[int, list[str]]]:
-    """Files grouped so that within a group every column has one type, as (group id, files). The files that hold
-    every column at the union's type are the open group, OPEN_GROUP, when they can be read as a table
-    (`readable_as_table`, with the union's column names `union_names`); every other group's id is its place. One
-    group: nothing to record. `file_types` is keyed by each file's location string (the footer cache's key); a
-    group lists paths inside `folder`."""
+    folder: Location | str | os.PathLike[str], file_types: dict[str, dict[str, str]], union: dict[str, str]
+) -> list[tuple[bool, dict[str, dict[str, str]]]]:
+    """Files grouped so that within a group every column has one type, each with whether it holds every column at
+    the union's type (the open group, when `readable_as_table`: OPEN_GROUP) and its files' types by path inside
+    `folder`. One group: nothing to record. `file_types` is keyed by each file's location string (the footer
+    cache's key)."""
     groups: dict[tuple, dict[str, dict[str, str]]] = {}
     for name, types in sorted(file_types.items()):
         signature = tuple(sorted((c, t) for c, t in types.items() if c in union and t not in (union[c], "null")))
         groups.setdefault(signature, {})[location(name).relative_to(folder)] = types
-    return [
-        (OPEN_GROUP if not k and readable_as_table(groups[k].values(), union_names) else i, list(groups[k]))
-        for i, k in enumerate(sorted(groups))
-    ]
+    return [(not k, groups[k]) for k in sorted(groups)]
 
 
 def readable_as_table(types_of_files: Iterable[dict[str, str]], union_names: Iterable[str]) -> bool:
@@ -339,7 +332,7 @@ def _evolve_table(
             change.column for change in plan.changes if change.action == "add_column"
         ]
     raw_types = {name.lower(): t for name, t in _spark_types(union)}
-    groups = file_groups(table.folder, found.file_types, raw_types, union.names)
+    groups = file_groups(table.folder, found.file_types, raw_types)
     # Files listed in groups are the only ones staging reads: an applied file changed in place is left out
     # of them (Spark would merge its footer into the staging view's schema, or fail on it), and registered
     # as left out (LEFT_OUT_GROUP) when Spark lists it (not of 0 bytes), so that the staging view does not
@@ -350,7 +343,9 @@ def _evolve_table(
         business_types = json.dumps(found.business_types)
         left_out = sorted(f.relative for f in files if str(f.location) in found.left_out and f.size > 0)
         group_rows[table.staging_model] = [(LEFT_OUT_GROUP, left_out, None)] if left_out else []
-        group_rows[table.staging_model] += [(group_id, group, business_types) for group_id, group in groups]
+        for i, (is_open, group) in enumerate(groups):
+            read_open = is_open and readable_as_table(group.values(), union.names)
+            group_rows[table.staging_model].append((OPEN_GROUP if read_open else i, list(group), business_types))
     # The open group's files are not in the view's SQL: only that it exists.
     view_groups = [(g, "open" if g == OPEN_GROUP else f, t) for g, f, t in group_rows[table.staging_model]]
     result.staging_inputs[table.staging_model] = json.dumps(

@@ -8,7 +8,7 @@ import pytest
 
 from fuzz.python_side import assert_worded
 from python_hooks.commands.run import empty_file_refusals
-from python_hooks.evolution.apply import OPEN_GROUP, _existing_groups, file_groups, inspect_table, readable_as_table
+from python_hooks.evolution.apply import _existing_groups, file_groups, inspect_table, readable_as_table
 from python_hooks.evolution.footers import FooterCache
 from python_hooks.evolution.plan import (
     ColumnChange,
@@ -757,12 +757,12 @@ def test_the_open_group_is_the_files_at_the_unions_types():
         "/l/t/b.parquet": {"id": "bigint", "name": "string"},
         "/l/t/c.parquet": {"id": "bigint", "name": "null"},
     }
-    union = {"id": "bigint", "name": "string"}
-    groups = file_groups("/l/t", types, union, list(union))
-    assert groups == [(OPEN_GROUP, ["b.parquet", "c.parquet"]), (1, ["a.parquet"])]
-    # The same files, with a column null in every file of the open group: it stays a list of files (its place).
-    types["/l/t/b.parquet"]["name"] = "null"
-    assert file_groups("/l/t", types, union, list(union)) == [(0, ["b.parquet", "c.parquet"]), (1, ["a.parquet"])]
+    groups = file_groups("/l/t", types, {"id": "bigint", "name": "string"})
+    assert [(is_open, list(files)) for is_open, files in groups] == [
+        (True, ["b.parquet", "c.parquet"]),
+        (False, ["a.parquet"]),
+    ]
+    assert groups[0][1]["c.parquet"] == types["/l/t/c.parquet"]  # each file's types, for readable_as_table
 
 
 @pytest.mark.parametrize(
