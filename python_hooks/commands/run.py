@@ -152,12 +152,12 @@ def run_hooks(
         plan = waiting.plan if single_writer else {}
         # Before anything is changed (a new column first): every file a batch is about to read, read whole,
         # a file Spark could not read or whose events the batch would refuse is refused in words.
-        refused, batches = {}, {}
+        refused, batches, footers = {}, {}, {}
         for table in tables:
             if table.model in idle or not is_listed_here(table.folder):
                 continue
             batches[table.model] = batch_files(table, waiting.plan, rebuild)
-            problems = refused_files(table, batches[table.model])
+            problems = refused_files(table, batches[table.model], footers)
             if problems:
                 refused[table.model] = problems
         result = evolve(
@@ -166,6 +166,7 @@ def run_hooks(
             state_dir(),
             skip=idle | unselected | set(refused),
             applied=None if rebuild else waiting.applied,
+            footers=footers,
         )
         for table in tables:
             if table.model in refused:
@@ -187,7 +188,7 @@ def run_hooks(
                 # files whose footers name the same columns in the same order: those are the batch's raw
                 # columns (what Spark infers from one of them; cdc_planned_raw_columns); else the batch asks
                 with contextlib.suppress(FooterReadError):  # read whole just before: then the batch asks
-                    names = {tuple(read_footer(file).names) for file in files}
+                    names = {tuple((footers.get(str(location(file))) or read_footer(file)).names) for file in files}
                     if len(names) == 1:
                         plan[table.identifier]["raw_columns"] = list(names.pop())
         views, unchanged, registers_empty = {}, set(), False

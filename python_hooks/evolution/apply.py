@@ -53,7 +53,7 @@ from python_hooks.evolution.plan import (
 )
 from python_hooks.evolution.types import normalize_type, spark_type
 from python_hooks.landing.files import is_listed_here, raw_files
-from python_hooks.landing.validation import FileChecks
+from python_hooks.landing.validation import PooledChecks
 from python_hooks.project import faults
 from python_hooks.project.meta import RAW_FILE_GROUPS, SCHEMA_EVOLUTION_LOG
 from python_hooks.project.sql import quoted_relation
@@ -167,13 +167,15 @@ def evolve(
     run_id: str | None = None,
     skip: Iterable[str] = (),
     applied: Mapping[str, Collection[str]] | None = None,
+    footers: Mapping[str, pa.Schema] | None = None,
 ) -> EvolutionResult:
-    """`skip`: models with nothing new to apply (landing.pending.idle_models): every raw file of theirs is
+    """`footers`: raw files' footer schemas read just before, by location string (`refused_files`): not read
+    again. `skip`: models with nothing new to apply (landing.pending.idle_models): every raw file of theirs is
     applied, so their tables already hold every column of those files; they are not looked at.
     `applied`: per model identifier, the raw file names its ledger lists (landing.pending.Pending.applied;
     none: every file is read as new, as a rebuild reads them): see `inspect_table`."""
     result = EvolutionResult(run_id=run_id or str(uuid.uuid4()))
-    cache = FooterCache(Path(state_dir) / FOOTER_CACHE)
+    cache = FooterCache(Path(state_dir) / FOOTER_CACHE, footers)
     group_rows: dict[str, list[tuple[int, list[str], str | None]]] = {}
     skipped = set(skip)
     for table in cdc_tables(manifest):
@@ -264,28 +266,35 @@ def inspect_table(
     return Inspection(problems, plan, union.schema, incoming, file_types, staged.schema, business, ignored, left_out)
 
 
-def refused_files(table: CdcTable, files: Sequence[RawFile]) -> list[str]:
+def refused_files(table: CdcTable, files: Sequence[RawFile], footers: dict[str, pa.Schema] | None = None) -> list[str]:
     """One refusal per file of `files` that pyarrow cannot read whole (`read_pages`: gone since it was
     listed, permission denied, a footer or a page that does not decode), in the words of a footer the
     evolution could not read, and one per check of the batch's validation that its events fail
-    (landing/validation.py). Run before the schema is evolved and before dbt, on the files a batch is about
-    to read, so that no change (a new column first) and no Spark statement (a staging view's data test)
-    meets the file before the run has refused it in words."""
-    problems = []
-    for file in files:
-        path = location(file)
-        checks = FileChecks(table, path.name)
+    (landing/validation.py: `PooledChecks`), in the files' order. Run before the schema is evolved and before
+    dbt, on the files a batch is about to read, so that no change (a new column first) and no Spark
+    statement (a staging view's data test) meets the file before the run has refused it in words.
+    `footers`: filled with each file read whole's footer schema, by location string (`evolve` then reads
+    none of them again)."""
+    problems: dict[int, list[str]] = {}
+    checks = PooledChecks(table)
+    paths = [location(file) for file in files]
+    for index, (file, path) in enumerate(zip(files, paths, strict=True)):
+        reading = checks.reading(index, path.name)
         try:
-            read_pages(file, checks.add)
+            schema = read_pages(file, reading.add)
         except (FooterReadError, StorageError) as error:
-            problems.append(f"{table.model} (source {table.source}): {error}. The table was not changed.")
+            problems[index] = [f"{table.model} (source {table.source}): {error}. The table was not changed."]
             continue
-        problems += [
-            f"{table.model} (source {table.source}): raw file {path}: {failure}: a batch refuses such events;"
-            " fix the producer and replace the file, or delete it. The table was not changed."
-            for failure in checks.failures()
+        checks.done(reading)
+        if footers is not None:
+            footers[str(path)] = schema
+    for index, failures in checks.failures().items():
+        problems[index] = [
+            f"{table.model} (source {table.source}): raw file {paths[index]}: {failure}: a batch refuses such"
+            " events; fix the producer and replace the file, or delete it. The table was not changed."
+            for failure in failures
         ]
-    return problems
+    return [problem for index in sorted(problems) for problem in problems[index]]
 
 
 def _evolve_table(

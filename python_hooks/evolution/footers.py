@@ -25,7 +25,7 @@ import json
 import logging
 import os
 import zlib
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,11 +75,21 @@ def read_footer(file: RawFile) -> pa.Schema:
     path = location(file)
     try:
         schema = pq.read_schema(path.path, filesystem=path.filesystem)
-    except StorageError as error:
-        raise FooterReadError(f"cannot read the Parquet footer of {path}: {error}") from error
     except Exception as error:  # pyarrow raises OSError, ArrowInvalid, ... for a bad or missing file
-        reason = _unopened(path, error) or _damage(path, error)
-        raise FooterReadError(f"cannot read the Parquet footer of {path}: {reason}") from error
+        raise _footer_error(path, error) from error
+    return _named_apart(path, schema)
+
+
+def _footer_error(path: Location, error: Exception) -> FooterReadError:
+    """Why a file's footer could not be read, in words."""
+    if isinstance(error, StorageError):
+        return FooterReadError(f"cannot read the Parquet footer of {path}: {error}")
+    reason = _unopened(path, error) or _damage(path, error)
+    return FooterReadError(f"cannot read the Parquet footer of {path}: {reason}")
+
+
+def _named_apart(path: Location, schema: pa.Schema) -> pa.Schema:
+    """`schema`, when Spark can tell its columns apart (it reads names case-insensitively)."""
     if len(schema) == 0:
         raise FooterReadError(f"the Parquet file {path} has no columns")
     spellings: dict[str, str] = {}
@@ -137,35 +147,49 @@ def _unopened(path: Location, error: Exception) -> str | None:
     return None
 
 
-def read_pages(file: RawFile, each_group: Callable[[pa.Table], None] | None = None) -> None:
-    """Reads a raw file whole with pyarrow, decoding every page as a batch will (the footer first, in
-    `read_footer`'s words); FooterReadError naming the file and saying in words what is wrong: gone since
-    it was listed, permission denied, its footer or its pages do not decode. `each_group` is handed each
-    row group read (landing/validation.py counts its events that a batch would refuse)."""
-    read_footer(file)
+THREADED_ROWS = 65_536  # a file of more rows is decoded on threads; a small one costs more so (0.1 ms a file)
+
+
+def read_pages(file: RawFile, each_group: Callable[[pa.Table], None] | None = None) -> pa.Schema:
+    """Reads a raw file whole with pyarrow, decoding every page as a batch will, and returns its footer's
+    schema (the footer first, in `read_footer`'s words; the file is opened once); FooterReadError naming the
+    file and saying in words what is wrong: gone since it was listed, permission denied, its footer or its
+    pages do not decode. `each_group` is handed each row group read (landing/validation.py counts its events
+    that a batch would refuse)."""
     path = location(file)
     try:
-        with path.filesystem.open_input_file(path.path) as stream:
+        stream = path.filesystem.open_input_file(path.path)
+    except Exception as error:  # noqa: BLE001 - said in words
+        raise _footer_error(path, error) from error
+    with stream:
+        try:
             parquet = pq.ParquetFile(stream)
+            schema = parquet.schema_arrow
+        except Exception as error:  # noqa: BLE001 - said in words
+            raise _footer_error(path, error) from error
+        _named_apart(path, schema)
+        try:
+            threads = parquet.metadata.num_rows > THREADED_ROWS
             for group in range(parquet.num_row_groups):  # one row group at a time (iter_batches may stop
-                rows = parquet.read_row_group(group)  # short of a damaged page without a word)
+                rows = parquet.read_row_group(group, use_threads=threads)  # short of a damaged page without a word)
                 _text_is_utf8(path, rows)
                 if each_group is not None:
                     each_group(rows)
             metadata = parquet.metadata
-    except FooterReadError:
-        raise
-    except StorageError as error:
-        raise FooterReadError(f"cannot read the Parquet pages of {path}: {error}") from error
-    except Exception as error:  # pyarrow raises OSError, ArrowInvalid, ArrowNotImplementedError, ...
-        detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        reason = _unopened(path, error) or (
-            "its Parquet pages do not decode (damaged in storage or by its producer, or cut short): replace it"
-            f" with a good copy under the same name, or delete it; pyarrow says: {detail}"
-        )
-        raise FooterReadError(f"cannot read the Parquet pages of {path}: {reason}") from error
+        except FooterReadError:
+            raise
+        except StorageError as error:
+            raise FooterReadError(f"cannot read the Parquet pages of {path}: {error}") from error
+        except Exception as error:  # pyarrow raises OSError, ArrowInvalid, ArrowNotImplementedError, ...
+            detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            reason = _unopened(path, error) or (
+                "its Parquet pages do not decode (damaged in storage or by its producer, or cut short): replace"
+                f" it with a good copy under the same name, or delete it; pyarrow says: {detail}"
+            )
+            raise FooterReadError(f"cannot read the Parquet pages of {path}: {reason}") from error
     _same_names_in_chunks(path, metadata)
     _matches_its_checksum(path)
+    return schema
 
 
 def _text_is_utf8(path: Location, group: pa.Table) -> None:
@@ -432,9 +456,11 @@ class FooterCache:
     (a damaged one is): it costs footer reads, never a different answer. Call `save()` to write it.
     """
 
-    def __init__(self, state_path: Path) -> None:
+    def __init__(self, state_path: Path, known: Mapping[str, pa.Schema] | None = None) -> None:
+        """`known`: footers read just before (`read_pages`), by location string: not read again."""
         self.state_path = Path(state_path)
         self._tables = self._load()
+        self._known = dict(known or {})
 
     def _load(self) -> dict[str, dict[str, _Entry]]:
         if not self.state_path.exists():
@@ -474,7 +500,8 @@ class FooterCache:
             if entry is not None and (entry.size, entry.mtime_ns) == (listed.size, listed.mtime_ns):
                 pass
             elif listed.name not in applied:
-                entry = _Entry(listed.size, listed.mtime_ns, read_footer(listed.location).remove_metadata())
+                schema = self._known.get(name) or read_footer(listed.location)
+                entry = _Entry(listed.size, listed.mtime_ns, schema.remove_metadata())
                 read += 1
             else:
                 read += 1

@@ -72,6 +72,7 @@ class FileChecks:
     bad_sequences: int = 0  # null or not 35 digits
     unknown: int = 0
     unknown_operations: set[str] = field(default_factory=set)
+    undecided: bool = False  # a row group counted nothing: pyarrow could not compare as staging does
 
     def add(self, group: pa.Table) -> None:
         """Counts the failing events of one row group; a column of a type pyarrow cannot compare as staging
@@ -79,7 +80,7 @@ class FileChecks:
         try:
             self._add(group)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            pass
+            self.undecided = True
 
     def _add(self, group: pa.Table) -> None:
         columns = _by_lower(group)
@@ -107,6 +108,101 @@ class FileChecks:
         operations = ", ".join(sorted(self.unknown_operations)[:5])
         found.append((self.unknown, OPERATION_WORDS.format(operations=operations)))
         return [f"{n} change event(s) with {what}" for n, what in found if n > 0]
+
+
+POOLED_ROWS = 100_000  # small files are checked together, up to this many events at a time
+
+
+@dataclass
+class _Reading:
+    """One file's row groups as they are read: held for a pooled check while they are few, else checked
+    as they come (`checks`), so that a large file is never held whole."""
+
+    index: int
+    file_name: str
+    limit: int
+    groups: list[pa.Table] = field(default_factory=list)
+    rows: int = 0
+    checks: FileChecks | None = None
+    table: CdcTable | None = None
+
+    def add(self, group: pa.Table) -> None:
+        if self.checks is None and self.rows + group.num_rows <= self.limit:
+            self.groups.append(group)
+            self.rows += group.num_rows
+            return
+        if self.checks is None:
+            self.checks = FileChecks(self.table, self.file_name)
+            for held in self.groups:
+                self.checks.add(held)
+            self.groups = []
+        self.checks.add(group)
+
+
+class PooledChecks:
+    """`FileChecks` of many files at the cost of few: the row groups of small files of one schema (and, for
+    Debezium, of one kind of name: `kafka_named`) are checked together, in one pass of each check over all
+    their events, since a check's count over them is the sum of its counts per file. Only when that pass
+    finds a failing event (or cannot tell: `FileChecks.undecided`) is each of those files checked alone, for
+    the refusal that names it. `reading(index, name)` before a file is read (its `add` takes the row
+    groups), `done(reading)` once it was read whole; `failures()`: each failing file's index -> its
+    `FileChecks.failures()`."""
+
+    def __init__(self, table: CdcTable, pooled_rows: int = POOLED_ROWS) -> None:
+        self.table = table
+        self.pooled_rows = pooled_rows
+        self._pools: dict[tuple, list[_Reading]] = {}
+        self._rows: dict[tuple, int] = {}
+        self._failures: dict[int, list[str]] = {}
+
+    def reading(self, index: int, file_name: str) -> _Reading:
+        return _Reading(index, file_name, self.pooled_rows, table=self.table)
+
+    def done(self, reading: _Reading) -> None:
+        if reading.checks is not None:  # a large file, checked as it was read
+            self._record(reading.index, reading.checks)
+            return
+        if not reading.groups:
+            return
+        schema = reading.groups[0].schema
+        kafka = None if self.table.producer == "dms" else kafka_named(reading.file_name)
+        key = (tuple((f.name, str(f.type), f.nullable) for f in schema), kafka)
+        self._pools.setdefault(key, []).append(reading)
+        self._rows[key] = self._rows.get(key, 0) + reading.rows
+        if self._rows[key] >= self.pooled_rows:
+            self._check(key)
+
+    def failures(self) -> dict[int, list[str]]:
+        for key in list(self._pools):
+            self._check(key)
+        return self._failures
+
+    def _check(self, key: tuple) -> None:
+        readings = self._pools.pop(key)
+        self._rows.pop(key)
+        pooled = FileChecks(self.table, readings[0].file_name)
+        try:
+            pooled.add(pa.concat_tables([g for r in readings for g in r.groups]).combine_chunks())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            pooled.undecided = True
+        if not pooled.undecided and not pooled.failures():
+            return
+        for reading in readings:  # a failing event among them: each file alone, for the refusal that names it
+            checks = FileChecks(self.table, reading.file_name)
+            for group in reading.groups:
+                checks.add(group)
+            self._record(reading.index, checks)
+
+    def _record(self, index: int, checks: FileChecks) -> None:
+        failures = checks.failures()
+        if failures:
+            self._failures[index] = failures
+
+
+def kafka_named(file_name: str) -> bool:
+    """A file named as the S3 sink names it (`<topic>+<partition>+<offset>`), whose offset staging reads."""
+    match = KAFKA_NAME.search(file_name)
+    return match is not None and int(match.group(2)) <= LONG_MAX
 
 
 def _count(mask: pa.ChunkedArray | pa.Array) -> int:
@@ -245,8 +341,7 @@ def _bad_sequences(producer: str, columns: dict, file_name: str, rows: int) -> i
         if text is None:
             return 0
         return _count(_not_padded_digits(pc.utf8_trim(text, characters=" "), 35))
-    match = KAFKA_NAME.search(file_name)
-    kafka = match is not None and int(match.group(2)) <= LONG_MAX
+    kafka = kafka_named(file_name)
     position = _position(producer, columns)
     if position is None:
         return 0 if kafka else rows

@@ -14,7 +14,7 @@ import pytest
 
 from fuzz.python_side import assert_worded
 from python_hooks.evolution.apply import refused_files
-from python_hooks.landing.validation import FileChecks, not_timestamps
+from python_hooks.landing.validation import FileChecks, PooledChecks, not_timestamps
 from python_hooks.project.storage import Location
 from python_hooks.project.tables import CdcTable
 
@@ -216,3 +216,36 @@ def test_an_operation_column_of_nulls_only_is_read_as_staging_reads_it():
     debezium_file = pa.table({"__op": pa.nulls(2), "__source_ts_ms": [1, 2], "id": [1, 2]})
     checks = _checked("debezium_flattened", debezium_file, KAFKA_NAME)
     assert (checks.unknown, checks.unknown_operations) == (2, {"null"})
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("producer", ["dms", "debezium_flattened"])
+def test_files_checked_together_are_refused_as_each_alone(seed, producer):
+    """PooledChecks (small files of one schema and kind of name in one pass) names the same files with the same
+    failures as FileChecks over each file alone, whatever mix of good, bad, large and differently typed files."""
+    chooser = random.Random(seed)
+    pooled = PooledChecks(_table(producer), pooled_rows=chooser.choice([5, 30, 200]))
+    expected = {}
+    for index in range(chooser.randrange(1, 25)):
+        rows = chooser.randrange(1, 12)
+        bad = chooser.random() < 0.15
+        if producer == "dms":
+            ops = [chooser.choice(OPERATIONS) if bad else chooser.choice(["I", "U", "D"]) for _ in range(rows)]
+            keys = [chooser.choice([None, 1]) if bad else 1 for _ in range(rows)]
+            key_type = chooser.choice([pa.int64(), pa.int32()])  # two schemas: two pools
+            file = pa.table({"Op": ops, "last_update_time": [WHEN] * rows, "id": pa.array(keys, key_type)})
+            name = f"2026120{index % 9}-120000000.parquet"
+        else:
+            ops = [chooser.choice(DEBEZIUM_OPERATIONS) if bad else "u" for _ in range(rows)]
+            lsns = [chooser.choice([None, 7, -4]) if bad else 7 for _ in range(rows)]
+            file = pa.table({"id": [1] * rows, "__op": ops, "__source_ts_ms": [1] * rows, "__source_lsn": lsns})
+            name = chooser.choice([KAFKA_NAME, f"changes-{index}.parquet"])
+        reading = pooled.reading(index, name)
+        alone = FileChecks(_table(producer), name)
+        for batch in file.to_batches(max_chunksize=chooser.choice([3, 50])):
+            reading.add(pa.Table.from_batches([batch]))
+            alone.add(pa.Table.from_batches([batch]))
+        pooled.done(reading)
+        if alone.failures():
+            expected[index] = alone.failures()
+    assert pooled.failures() == expected
