@@ -92,16 +92,20 @@ from {{ events }}
     {#- Pins this run's batch: the raw files not applied yet (all files on a full build), by name, so
         that every later step reads the same files even while new ones land. An incremental batch
         reads those files only, with the staging model's SQL (cdc_staging_reader); nothing new
-        reads no raw file at all. -#}
+        reads no raw file at all. A full build reads the staging view (its catalog table knows the
+        columns of every file: no footer is read again) filtered by the names the folder's listing
+        pinned; the merge's aggregate counts each file's events, and a pinned file of which the view
+        read nothing (one the hooks had not registered in a folder read in groups, or an empty file) is
+        left to the next run (`record.view_read`: merge.sql, cdc_keep_files_read). -#}
     {#- Where a test removes a planned raw file before the batch reads it (a lifecycle rule). -#}
     {%- do cdc_pause_point('before_batch') -%}
     {%- set mode = 'full' if full_build else 'incremental' -%}
     {%- set reader = cdc_staging_reader(staging_model) -%}
     {%- set events_view = cdc_batch_view(target, 'events') -%}
     {%- set file_counts = [] -%}
-    {%- if full_build or reader is none -%}
-        {#- Every file (full build), or a staging model of the user's own: the staging view, one
-            scan of its file names. -#}
+    {%- if reader is none -%}
+        {#- A staging model of the user's own: the staging view, one scan of its file names (but the
+            applied ones, on an incremental batch). -#}
         {%- set applied = [] -%}
         {%- if not full_build -%}
             {%- set ledger = cdc_meta_relation('cdc_file_ledger') -%}
@@ -119,9 +123,9 @@ from {{ events }}
         {%- set batch_sql = 'select * from ' ~ events
             ~ (' where _cdc_source_file in (' ~ cdc_sql_string_list(files) ~ ')' if files else ' where false') -%}
     {%- else -%}
-        {%- set pending = cdc_planned_files(reader.source, target.identifier) -%}
+        {%- set pending = none if full_build else cdc_planned_files(reader.source, target.identifier) -%}
         {%- if pending is none -%}
-            {%- set pending = cdc_landing_pending(reader.source, target.identifier) -%}
+            {%- set pending = cdc_landing_pending(reader.source, target.identifier, every_file=full_build) -%}
         {%- endif -%}
         {%- set files = pending | map(attribute='name') | list -%}
         {%- for file in pending -%}
@@ -129,7 +133,10 @@ from {{ events }}
             {%- do file_counts.append([file.name, none]) -%}
         {%- endfor -%}
         {%- set business = [] -%}
-        {%- if files -%}
+        {%- if full_build -%}
+            {%- set batch_sql = 'select * from ' ~ events
+                ~ (' where _cdc_source_file in (' ~ cdc_sql_string_list(files) ~ ')' if files else ' where false') -%}
+        {%- elif files -%}
             {%- set paths = pending | map(attribute='path') | list -%}
             {#- The staging SQL names its columns (`business`): no need to ask Spark. -#}
             {%- set batch_sql = cdc_dms_changes(reader.source, staging_model, paths, columns=business)
@@ -139,6 +146,7 @@ from {{ events }}
     {#- When the batch started, for the batch log (a literal: the row is written later). -#}
     {%- set started_at = cdc_now_literal() -%}
     {%- if full_build or (files and reader is none) -%}
+        {#- (The view's columns: a full build reads it, whichever reader.) -#}
         {%- set business = cdc_column_names(events) -%}
     {%- elif files and not business -%}
         {%- set business = cdc_landing_columns_of(batch_sql) | map(attribute='name') | list -%}
@@ -173,9 +181,10 @@ from {{ events }}
         'events': events_sql,
         'events_view': events_view,
         'record': {'file_counts': file_counts, 'outcome': none, 'views': [], 'tombstones': [], 'tombstone_rows': [],
-            'summary': {'build_mode': mode, 'started_at': started_at, 'files': files | length}},
+            'summary': {'build_mode': mode, 'started_at': started_at, 'files': files | length},
+            'view_read': full_build and reader is not none},
         'columns': (business + ['_cdc_row_hash']) if files or full_build else [],
-        'counted': full_build or reader is none,
+        'counted': reader is none,
         'unchanged': unchanged,
     }) }}
 {% endmacro %}

@@ -67,22 +67,24 @@
 {%- endmacro %}
 
 
-{% macro cdc_landing_pending(node, model_name) -%}
-    {#- The raw files of source `node` that the ledger does not list for `model_name`, as
-        [file_name, file_path] rows, oldest name first: one query over the folder's listing and the
-        model's ledger partition, so its cost follows the folder's size in names, never its content
-        or its footers. Two files with one name in different subfolders are refused (the ledger and
-        _cdc_source_file know a file by its name). -#}
+{% macro cdc_landing_pending(node, model_name, every_file=false) -%}
+    {#- The raw files of source `node` that the ledger does not list for `model_name` (`every_file`: all,
+        a full build's), as [file_name, file_path] rows, oldest name first: one query over the folder's
+        listing and the model's ledger partition, so its cost follows the folder's size in names, never
+        its content or its footers. Two files with one name in different subfolders are refused (the
+        ledger and _cdc_source_file know a file by its name). -#}
     {%- set folder = cdc_landing_folder(node) -%}
     {%- set probe = cdc_landing_probe(node.source_name, node.name, folder) -%}
     {%- set sql -%}
         select listing.file_name, listing.file_path, count(*) over (partition by listing.file_name) as copies
         from ({{ cdc_landing_listing_sql(probe, folder) }}) as listing
+        {%- if not every_file %}
         left anti join (
             select file_name from {{ cdc_meta_relation('cdc_file_ledger') }}
             where model_name = {{ cdc_sql_string(model_name) }}
         ) as ledger
             on listing.file_name = ledger.file_name
+        {%- endif %}
         order by listing.file_name, listing.file_path
     {%- endset -%}
     {%- set rows = run_query(sql).rows -%}
@@ -244,6 +246,14 @@
         {%- endfor -%}
         {{ return('parquet.' ~ cdc_quote(cdc_glob_escape(folder) ~ '/{' ~ (escaped | join(',')) ~ '}')) }}
     {%- endif -%}
+{%- endmacro %}
+
+
+{% macro cdc_file_name_sql() -%}
+    {#- A change event's raw file name (`_cdc_source_file`) as the folder's listing, the hooks and the ledger
+        know it: Spark's `_metadata.file_name` is URL-encoded (a space is %20, a % is %25), and url_decode
+        reads a '+', which that encoding keeps, as a space: it is escaped first. -#}
+    url_decode(replace(_metadata.file_name, '+', '%2B'))
 {%- endmacro %}
 
 

@@ -154,7 +154,7 @@ select
     {%- else %}
     {{ kafka_position | indent(4) }} as _cdc_seq,
     {%- endif %}
-    _metadata.file_name as _cdc_source_file
+    {{ cdc_file_name_sql() }} as _cdc_source_file
 
 from {{ files }}
 {%- if where %}

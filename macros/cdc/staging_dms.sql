@@ -111,7 +111,7 @@ select
     {%- else %}
     {{ fallback_seq | indent(4) }} as _cdc_seq,
     {%- endif %}
-    _metadata.file_name as _cdc_source_file
+    {{ cdc_file_name_sql() }} as _cdc_source_file
 
 from {{ relation }}
 {%- if where %}

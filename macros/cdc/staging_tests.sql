@@ -9,8 +9,8 @@
     applies were checked by no earlier run, and those applied before were checked when they were
     applied: a test reads the view filtered to the names `make run` hands over in CDC_STAGING_TEST_FILES
     (python_hooks/commands/run.py: per staging model, the plan's file names as SQL literals;
-    `_cdc_source_file` is Parquet's `_metadata.file_name`, which Spark uses to skip the other files
-    before it opens any).
+    `_cdc_source_file` is Parquet's `_metadata.file_name`, decoded (landing.sql: cdc_file_name_sql), which
+    Spark uses to skip the other files before it opens any).
 
     Everything else reads the whole view, as dbt does: a plain `dbt build` or `dbt test` (an analyst,
     CI), `--full-refresh`, the shared target (no plan), a test of another model.

@@ -201,4 +201,7 @@ def test_names_with_spaces_quotes_and_non_ascii(dbt, spark, schema, tmp_path):
             )
     names = {r[1] for r in _ledger(spark, schema)}
     assert any('l\'été "ß" `q` #1' in name for name in names), names
+    # the ledger knows each file by the name its folder lists (Spark's _metadata.file_name is URL-encoded)
+    listed = {path.name for path in landing.rglob("*.parquet")}
+    assert names <= listed, sorted(names - listed)[:3]
     shutil.rmtree(landing)
