@@ -174,6 +174,55 @@ def test_file_with_a_schema_and_no_rows_is_applied_as_nothing(dbt, spark, schema
     assert ("crm__customer_address", empty.name) in _ledger(spark, schema), "applied: not read again"
 
 
+@pytest.mark.parametrize("first_build", [True, False])
+def test_two_files_of_one_name_are_refused_in_words(dbt, spark, schema, tmp_path, caplog, first_build):
+    """A file is known by its name (the ledger, _cdc_source_file): two files of one name in two subfolders refuse
+    the table's batch, first build or not, in one line naming the name; the other table builds. Once one copy is
+    gone, the next run applies the folder."""
+    landing = tmp_path / "landing"
+    if not first_build:
+        _land_stages(dbt, spark, schema, landing)
+    written = dms.write_stage(landing, 3 if not first_build else 1)
+    folder = _folder(landing, "customer_address")
+    original = sorted(p for p in written if p.parent == folder)[-1]  # a file this run applies
+    copy = folder / "2026" / "11" / original.name
+    copy.parent.mkdir(parents=True)
+    shutil.copy(original, copy)
+    caplog.clear()
+    assert not dbt.pipeline(*CRM, landing=landing, schema=schema), "two files of one name: the run must fail"
+    text = "\n".join(r.getMessage() for r in caplog.records if r.levelname == "ERROR")
+    assert f"holds 2 raw files named {original.name}" in text and "crm__customer_address" in text, text
+    assert "Traceback" not in text and "at org.apache" not in text, "no stack trace"
+    assert_same_table(
+        _actual(spark, schema, "customer_master"), _expected(landing, "customer_master"), "the other table"
+    )
+    shutil.rmtree(folder / "2026")
+    assert dbt.pipeline(*CRM, landing=landing, schema=schema)
+    for table in dms.TABLES:
+        assert_same_table(_actual(spark, schema, table), _expected(landing, table), f"after the copy went: {table}")
+
+
+def test_a_first_build_leaves_a_file_of_no_rows_to_the_next_batch(dbt, spark, schema, tmp_path):
+    """A full build reads the staging view filtered by the names the folder's listing pinned, and records the
+    pinned files the view read rows of (macros/cdc/merge.sql: cdc_keep_files_read); a file of no rows waits,
+    and the next batch reads it by its path and records it, changing no row."""
+    landing = tmp_path / "landing"
+    dms.write_stage(landing, 1)
+    folder = _folder(landing, "customer_address")
+    empty = folder / "20261101-000000000.parquet"
+    pq.write_table(pq.read_table(sorted(folder.glob("*.parquet"))[0]).slice(0, 0), empty)
+    assert dbt.pipeline(*CRM, landing=landing, schema=schema)
+    for table in dms.TABLES:
+        assert_same_table(_actual(spark, schema, table), _expected(landing, table), f"first build: {table}")
+    applied = {name for model, name in _ledger(spark, schema) if model == "crm__customer_address"}
+    assert applied == {p.name for p in folder.glob("*.parquet")} - {empty.name}, applied
+    assert dbt.pipeline(*CRM, landing=landing, schema=schema)
+    applied = {name for model, name in _ledger(spark, schema) if model == "crm__customer_address"}
+    assert applied == {p.name for p in folder.glob("*.parquet")}, applied
+    for table in dms.TABLES:
+        assert_same_table(_actual(spark, schema, table), _expected(landing, table), f"next batch: {table}")
+
+
 @pytest.mark.faults_full
 def test_cdc_file_whose_name_is_not_a_timestamp_is_ordered_by_its_rows(dbt, spark, schema, tmp_path):
     """Order comes from the rows (commit time, change sequence), never from file names: stage 3's
