@@ -249,3 +249,26 @@ def test_files_checked_together_are_refused_as_each_alone(seed, producer):
         if alone.failures():
             expected[index] = alone.failures()
     assert pooled.failures() == expected
+
+
+def test_files_read_two_at_a_time_are_refused_in_their_order(tmp_path, monkeypatch):
+    """refused_files reads small files in rounds on two threads: the refusals are those of each file alone, in the
+    files' order, whichever round or thread read them."""
+    import python_hooks.evolution.apply as apply
+    from python_hooks.landing.files import raw_files
+
+    monkeypatch.setattr(apply, "READ_ROUND_FILES", 3)  # several rounds of a few files
+    folder = tmp_path / "customer"
+    folder.mkdir()
+    bad = {4, 5, 11}
+    for n in range(14):
+        ops = ["I", "Q" if n in bad else "U"]
+        rows = {"Op": ops, "last_update_time": [WHEN, WHEN], "id": [n, n]}
+        pq.write_table(pa.table(rows), folder / f"20261203-1200{n:02d}000.parquet")
+    (folder / "20261203-120007000.parquet").write_bytes(b"PAR1 cut short")
+    files = raw_files(Location.parse(str(folder)), "dms")
+    assert [len(r) for r in apply._read_rounds(files)][:4] == [3, 3, 3, 3]
+    problems = refused_files(_table("dms", folder=folder), files)
+    named = [next(f.name for f in files if f.name in p) for p in problems]
+    expected = [f"20261203-1200{n:02d}000.parquet" for n in sorted(bad | {7})]
+    assert named == expected, problems
