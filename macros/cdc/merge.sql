@@ -108,12 +108,12 @@
     {%- set files = run_query(named_reads ~ cdc_batch_files_sql(changes, keys,
         current_rows=read_as_found if one_merge else none, batch_keys='__cdc_events' if uncached else changes,
         deletes=deferred)).rows | sort(attribute='_cdc_source_file', case_sensitive=true) -%}
+    {%- if record.get('view_read') -%}
+        {%- do cdc_keep_files_read(record, files | map(attribute='_cdc_source_file') | list) -%}
+    {%- endif -%}
     {%- set truncate = cdc_validate_batch(target, files, keys, record) -%}
     {%- do cdc_fault_point('after_validate') -%}
     {%- set batch_outcome = cdc_batch_counts(files) -%}
-    {%- if record.get('view_read') -%}
-        {%- do cdc_keep_files_read(record, batch_outcome.file_events) -%}
-    {%- endif -%}
     {#- The last changes: of the cached batch, or, uncached, the cheaper query that ranks only them,
         with the newest truncate the aggregate compared them with, and the tombstones only when the
         aggregate found a change they stop (no second read of either otherwise). -#}
@@ -307,13 +307,14 @@
 {%- endmacro %}
 
 
-{% macro cdc_keep_files_read(record, file_events) -%}
+{% macro cdc_keep_files_read(record, read) -%}
     {#- A full build read through the staging view, filtered by the names the folder's listing pinned
-        (cdc_stage_batch): only the pinned files the view read (`file_events`, the aggregate's) are the
-        batch's, for its log and the ledger. Another (a file the hooks had not registered in a folder read in
-        groups, a file of no row) stays waiting for the next batch, which reads it by its path. -#}
+        (cdc_stage_batch): only the pinned files the view read (`read`: the names of the aggregate's rows)
+        are the batch's, for its log (a refused batch's too) and the ledger. Another (a file the hooks had
+        not registered in a folder read in groups, a file of no row) waits for the next batch, which reads
+        it by its path. -#}
     {%- set kept = [] -%}
-    {%- for file in record.file_counts if file[0] in file_events -%}
+    {%- for file in record.file_counts if file[0] in read -%}
         {%- do kept.append(file) -%}
     {%- endfor -%}
     {%- do record.update({'file_counts': kept}) -%}
