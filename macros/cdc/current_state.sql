@@ -120,8 +120,6 @@ from {{ events }}
         {%- for row in pending.rows -%}
             {%- do file_counts.append([row[0], row[1] | int]) -%}
         {%- endfor -%}
-        {%- set batch_sql = 'select * from ' ~ events
-            ~ (' where _cdc_source_file in (' ~ cdc_sql_string_list(files) ~ ')' if files else ' where false') -%}
     {%- else -%}
         {%- set pending = none if full_build else cdc_planned_files(reader.source, target.identifier) -%}
         {%- if pending is none -%}
@@ -133,15 +131,17 @@ from {{ events }}
             {%- do file_counts.append([file.name, none]) -%}
         {%- endfor -%}
         {%- set business = [] -%}
-        {%- if full_build -%}
-            {%- set batch_sql = 'select * from ' ~ events
-                ~ (' where _cdc_source_file in (' ~ cdc_sql_string_list(files) ~ ')' if files else ' where false') -%}
-        {%- elif files -%}
+        {%- if files and not full_build -%}
             {%- set paths = pending | map(attribute='path') | list -%}
             {#- The staging SQL names its columns (`business`): no need to ask Spark. -#}
             {%- set batch_sql = cdc_dms_changes(reader.source, staging_model, paths, columns=business)
                 if reader.producer == 'dms' else cdc_debezium_changes(reader.source, staging_model, paths, columns=business) -%}
         {%- endif -%}
+    {%- endif -%}
+    {%- if full_build or reader is none -%}
+        {#- The staging view, filtered by the pinned names. -#}
+        {%- set batch_sql = 'select * from ' ~ events
+            ~ (' where _cdc_source_file in (' ~ cdc_sql_string_list(files) ~ ')' if files else ' where false') -%}
     {%- endif -%}
     {#- When the batch started, for the batch log (a literal: the row is written later). -#}
     {%- set started_at = cdc_now_literal() -%}
