@@ -377,11 +377,11 @@
 {% macro cdc_landing_open_read(staging_model, folder, open_files, types, others) -%}
     {#- The staging view's read of the open group (cdc_landing_reads): the folder's catalog table
         (cdc_landing_raw_table) with the columns Spark reads from the group's files, the other groups' files
-        left out by name (`where`: Spark skips them before opening them). The hooks register an open group
-        only when its columns can be declared (evolution/apply.py: readable_as_table); should Spark still
-        find a struct, a column of nulls only (void) or two spellings of one name, the group is read as a
-        list of files (and the view's fingerprint, which does not name them, keeps it until the next schema
-        change: said in a warning). -#}
+        left out by the names the hooks list (`where`, on cdc_file_name_sql: Spark skips them before opening
+        them). The hooks register an open group only when its columns can be declared (evolution/apply.py:
+        readable_as_table); should Spark still find a struct, a column of nulls only (void) or two spellings
+        of one name, the group is read as a list of files (and the view's fingerprint, which does not name
+        them, keeps it until the next schema change: said in a warning). -#}
     {%- set columns = cdc_landing_columns_of('select * from ' ~ cdc_files_relation(folder, open_files)) -%}
     {%- set names = columns | map(attribute='name') | map('lower') | list -%}
     {%- set kinds = columns | map(attribute='data_type') | map('lower') | join(' ') -%}
@@ -397,7 +397,7 @@
     {%- endfor -%}
     {{ return({
         'relation': cdc_landing_raw_table(staging_model, folder, columns),
-        'where': ('_metadata.file_name not in (' ~ excluded | join(', ') ~ ')') if excluded else none,
+        'where': (cdc_file_name_sql() ~ ' not in (' ~ excluded | join(', ') ~ ')') if excluded else none,
         'files': open_files | length,
         'types': types,
     }) }}
