@@ -142,7 +142,10 @@ def run_hooks(
         tables = [t for t in every_table if selected is None or t.model in selected or t.staging_model in selected]
         unselected = {t.model for t in every_table} - {t.model for t in tables}
         try:
-            waiting = pending(warehouse, tables, cache_dir=state_dir())
+            # each folder listed once for the run: what waits, the batches' files, the schema hook and the
+            # check for empty files all read this listing
+            listings = {t.identifier: landing_files(t.folder) for t in tables if is_listed_here(t.folder)}
+            waiting = pending(warehouse, tables, cache_dir=state_dir(), listings=listings)
         except StorageError as error:  # a landing folder on S3 that cannot be listed: say what to check
             return Hooks(False, [str(error)])
         idle = set() if rebuild else idle_models(tables, waiting)
@@ -156,7 +159,7 @@ def run_hooks(
         for table in tables:
             if table.model in idle or not is_listed_here(table.folder):
                 continue
-            batches[table.model] = batch_files(table, waiting.plan, rebuild)
+            batches[table.model] = batch_files(table, waiting.plan, listings[table.identifier], rebuild)
             problems = refused_files(table, batches[table.model], footers)
             if problems:
                 refused[table.model] = problems
@@ -167,6 +170,7 @@ def run_hooks(
             skip=idle | unselected | set(refused),
             applied=None if rebuild else waiting.applied,
             footers=footers,
+            listings=listings,
         )
         for table in tables:
             if table.model in refused:
@@ -202,9 +206,10 @@ def run_hooks(
             )
     applied = {} if rebuild else waiting.applied  # a rebuild reads every file again: an empty one is refused
     for table in (t for t in tables if is_listed_here(t.folder)):
-        empty = empty_file_refusals(table, applied.get(table.identifier, ()))
+        listed = listings[table.identifier]
+        empty = empty_file_refusals(table, applied.get(table.identifier, ()), listed)
         if empty:  # one line per file: this one says more than the footer's that evolve gave it
-            named = {str(path.location) for path in empty_files(table.folder)}
+            named = {str(path.location) for path in empty_files(table.folder, listed)}
             result.problems[:] = [p for p in result.problems if not any(n in p for n in named)] + empty
             result.blocked_models.update({table.staging_model, table.model})
     for change in result.applied:  # each ALTER was printed as it ran; schema_evolution_log records it
@@ -242,12 +247,13 @@ def run_hooks(
     )
 
 
-def batch_files(table: CdcTable, plan: Mapping[str, dict], rebuild: bool = False) -> list:
+def batch_files(table: CdcTable, plan: Mapping[str, dict], listed: Sequence, rebuild: bool = False) -> list:
     """The raw files the table's batch reads this run: those of the plan (landing/pending.py), else (a
-    table not built yet, a rebuild, two files of one name) every raw file of its folder."""
+    table not built yet, a rebuild, two files of one name) every raw file of its folder (`listed`: the
+    run's listing of it)."""
     entry = plan.get(table.identifier)
     if entry is None or rebuild:
-        return raw_files(table.folder, table.producer)
+        return raw_files(table.folder, table.producer, listed)
     return [table.folder.join(relative) for _, relative in entry["files"]]
 
 
@@ -262,17 +268,17 @@ def check_object_store(environ: Mapping[str, str]) -> None:
             location(environ[name]).check()
 
 
-def empty_file_refusals(table: CdcTable, applied: Collection[str] = ()) -> list[str]:
-    """One refusal per raw file of 0 bytes in the table's folder (landing/files.py: empty_files) but those
-    its ledger lists (`applied`: landing/pending.py, Pending.applied). An applied file emptied in place since
-    is never read again (the ledger knows a file by its name): like any applied file changed in place, it
-    refuses nothing, and the schema hook warns that its new content is ignored (evolution/apply.py:
-    inspect_table)."""
+def empty_file_refusals(table: CdcTable, applied: Collection[str] = (), listed: Sequence | None = None) -> list[str]:
+    """One refusal per raw file of 0 bytes in the table's folder (landing/files.py: empty_files; `listed`:
+    the run's listing of it, else listed now) but those its ledger lists (`applied`: landing/pending.py,
+    Pending.applied). An applied file emptied in place since is never read again (the ledger knows a file
+    by its name): like any applied file changed in place, it refuses nothing, and the schema hook warns that
+    its new content is ignored (evolution/apply.py: inspect_table)."""
     return [
         f"{table.model} (source {table.source}): raw file {path} is empty (0 bytes): an upload still in"
         " progress, or one that failed. Spark skips such a file, so it would never be applied: replace it"
         " with the complete file under the same name, or delete it. The table was not changed."
-        for path in empty_files(table.folder)
+        for path in empty_files(table.folder, listed)
         if path.name not in applied
     ]
 

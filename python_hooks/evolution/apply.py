@@ -169,10 +169,13 @@ def evolve(
     skip: Iterable[str] = (),
     applied: Mapping[str, Collection[str]] | None = None,
     footers: Mapping[str, pa.Schema] | None = None,
+    listings: Mapping[str, Sequence[StoredFile]] | None = None,
 ) -> EvolutionResult:
     """`footers`: raw files' footer schemas read just before, by location string (`refused_files`): not read
-    again. `skip`: models with nothing new to apply (landing.pending.idle_models): every raw file of theirs is
-    applied, so their tables already hold every column of those files; they are not looked at.
+    again. `listings`: the tables' folders as the run listed them, by model identifier (landing/files.py:
+    `landing_files`), else each folder is listed here. `skip`: models with nothing new to apply
+    (landing.pending.idle_models): every raw file of theirs is applied, so their tables already hold every
+    column of those files; they are not looked at.
     `applied`: per model identifier, the raw file names its ledger lists (landing.pending.Pending.applied;
     none: every file is read as new, as a rebuild reads them): see `inspect_table`."""
     result = EvolutionResult(run_id=run_id or str(uuid.uuid4()))
@@ -183,7 +186,10 @@ def evolve(
         if table.model in skipped:
             continue
         try:
-            _evolve_table(warehouse, table, cache, result, group_rows, (applied or {}).get(table.identifier, ()))
+            listed = None if listings is None else listings.get(table.identifier)
+            _evolve_table(
+                warehouse, table, cache, result, group_rows, (applied or {}).get(table.identifier, ()), listed
+            )
         except (FooterReadError, StorageError) as error:
             result.problems.append(f"{table.model} (source {table.source}): {error}. The table was not changed.")
             result.blocked_models.update({table.staging_model, table.model})
@@ -335,6 +341,7 @@ def _evolve_table(
     result: EvolutionResult,
     group_rows,
     applied: Collection[str] = (),
+    listed: Sequence[StoredFile] | None = None,
 ) -> None:
     group_rows[table.staging_model] = []
     if not is_listed_here(table.folder):
@@ -344,7 +351,7 @@ def _evolve_table(
             table.folder,
         )
         return
-    files = raw_files(table.folder, table.producer)
+    files = raw_files(table.folder, table.producer, listed)
     if not files:
         log.info("%s: no raw file yet", table.model)
         return

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from pathlib import PurePath, PurePosixPath
 
 from python_hooks.project.storage import Location, StoredFile, location
@@ -61,9 +62,11 @@ def delivery_order(producer: str, file: StoredFile | PurePath) -> tuple:
     return (int(digits) if digits.isdigit() else 0, file.name, str(file))
 
 
-def raw_files(folder: Folder, producer: str) -> list[StoredFile]:
-    """The raw files of a landing folder, oldest first (`delivery_order`)."""
-    return sorted(landing_files(folder), key=lambda file: delivery_order(producer, file))
+def raw_files(folder: Folder, producer: str, listed: Sequence[StoredFile] | None = None) -> list[StoredFile]:
+    """The raw files of a landing folder, oldest first (`delivery_order`). `listed`: the folder's
+    `landing_files`, listed once for the whole run (commands/run.py), else listed now."""
+    files = landing_files(folder) if listed is None else listed
+    return sorted(files, key=lambda file: delivery_order(producer, file))
 
 
 def file_size(file: StoredFile | Folder) -> int:
@@ -75,10 +78,12 @@ def file_size(file: StoredFile | Folder) -> int:
     return -1 if found is None else found.size
 
 
-def empty_files(folder: Folder) -> list[StoredFile]:
+def empty_files(folder: Folder, listed: Sequence[StoredFile] | None = None) -> list[StoredFile]:
     """The raw files of 0 bytes: an upload in progress or one that failed. Spark's listing skips
-    them, so without this check such a file would wait unseen, and unreported, for ever."""
-    return [file for file in sorted(landing_files(folder)) if file_size(file) == 0]
+    them, so without this check such a file would wait unseen, and unreported, for ever. `listed`: as
+    for `raw_files`."""
+    files = landing_files(folder) if listed is None else listed
+    return [file for file in sorted(files) if file_size(file) == 0]
 
 
 def probe_name(source_name: str, table_name: str, landing: str) -> str:

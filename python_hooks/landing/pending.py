@@ -16,6 +16,7 @@ from pathlib import Path
 from python_hooks.landing.files import is_listed_here, landing_files, probe_name
 from python_hooks.project.meta import FILE_LEDGER
 from python_hooks.project.sql import quoted_relation, sql_string
+from python_hooks.project.storage import StoredFile
 from python_hooks.project.tables import CdcTable
 from python_hooks.project.warehouse import Warehouse, keep, read_kept
 
@@ -117,10 +118,17 @@ class Pending:
     applied: dict[str, set[str]] = field(default_factory=dict)
 
 
-def pending(warehouse: Warehouse, tables: Sequence[CdcTable], cache_dir: Path | None = None) -> Pending:
+def pending(
+    warehouse: Warehouse,
+    tables: Sequence[CdcTable],
+    cache_dir: Path | None = None,
+    listings: Mapping[str, Sequence[StoredFile]] | None = None,
+) -> Pending:
     """The files waiting: listed in the landing folder, not in the ledger. Only models whose table
     exists (and, for a folder Python cannot list, whose listing table does). `cache_dir`: see
-    `applied_files`. A folder on S3 that cannot be listed is a StorageError (project/storage.py).
+    `applied_files`. `listings`: each table's `landing_files` by model identifier, listed once for the
+    whole run (commands/run.py), else listed here. A folder on S3 that cannot be listed is a StorageError
+    (project/storage.py).
 
     Which tables exist is asked last: when a folder holds a file its ledger does not list, from the listing of
     the table's schema that the schema hook reads next anyway (`Warehouse.listed_columns`), so a run with new
@@ -130,7 +138,8 @@ def pending(warehouse: Warehouse, tables: Sequence[CdcTable], cache_dir: Path | 
         return Pending()
     listed = [t for t in tables if is_listed_here(t.landing)]
     applied = applied_files(warehouse, listed, cache_dir)
-    new = {t.identifier: [f for f in landing_files(t.folder) if f.name not in applied[t.identifier]] for t in listed}
+    listings = listings if listings is not None else {t.identifier: landing_files(t.folder) for t in listed}
+    new = {t.identifier: [f for f in listings[t.identifier] if f.name not in applied[t.identifier]] for t in listed}
     for schema in sorted({t.schema for t in listed if new[t.identifier]}):
         warehouse.listed_columns(schema)
     built = {t.identifier for t in tables if warehouse.table_exists(t.schema, t.identifier)}

@@ -21,6 +21,7 @@ from helpers.tables import assert_same_table, table_rows
 from oracles.replay_counts import debezium_counts, dms_counts
 from oracles.replay_dms import replay
 from python_hooks.commands import run as run_command
+from python_hooks.project.storage import Location
 from sample_data import debezium, dms
 
 TABLES = ["crm__customer_master", "crm__customer_address", "salesdb__customer"]
@@ -42,6 +43,9 @@ BUDGET = {
     "test statements": 1,  # per applied table, its data tests (the batch checks what it guarantees); goal 1
     "run statements": 8,  # hooks (their listings serve dbt's relation cache and the tables' states), accounting; goal 8
     "idle statements": 2,  # the meta tables' listing (they exist, their snapshots), the current schema's tables; goal 3
+    # per landing folder per run, also with nothing new: the hooks list it once (what waits, the batch's files, the
+    # schema hook, the empty files all read that listing); on S3 each listing is a request per 1,000 files
+    "folder listings": 1,
 }
 
 
@@ -80,16 +84,34 @@ def _commits(spark, schema: str) -> Counter:
     return counts
 
 
-def _counted_run(dbt, spark, landing: Path, schema: str) -> tuple[list, Counter]:
+def _counted_run(dbt, spark, landing: Path, schema: str, listings: Counter | None = None) -> tuple[list, Counter]:
+    """The run's statements and its commits per table; `listings` (a Counter that Location.files adds to,
+    see _count_listings) is emptied first, so that it then holds this run's listings per folder."""
     before = _commits(spark, schema)
     profile = SqlProfile()
     dbt._runner.callbacks.append(profile)
+    if listings is not None:
+        listings.clear()
     try:
         assert dbt.pipeline(*SELECT, landing=landing, schema=schema)
     finally:
         dbt._runner.callbacks.remove(profile)
     after = _commits(spark, schema)
     return profile.statements, Counter({t: after[t] - before.get(t, 0) for t in after if after[t] != before.get(t, 0)})
+
+
+def _count_listings(monkeypatch) -> Counter:
+    """Every listing of a folder (project/storage.py: Location.files, the one seam the Python side lists
+    through), counted per folder; the listing itself is the real one."""
+    listings = Counter()
+    real = Location.files
+
+    def files(self: Location):
+        listings[str(self)] += 1
+        return real(self)
+
+    monkeypatch.setattr(Location, "files", files)
+    return listings
 
 
 def _per_node(statements: list) -> Counter:
@@ -112,7 +134,9 @@ def test_statements_and_commits_of_a_small_run(dbt, spark, tmp_path: Path, schem
     stages.append(_land(landing, 2))  # the first run after the tables were made: the ledger is read (then cached)
     assert dbt.pipeline(*SELECT, landing=landing, schema=schema)
     stages.append(_land(landing, 3))  # counted: a run as every later one
-    statements, commits = _counted_run(dbt, spark, landing, schema)
+    listings = _count_listings(monkeypatch)
+    statements, commits = _counted_run(dbt, spark, landing, schema, listings)
+    run_listings = dict(listings)
     assert handed_parts[-1] == len(TABLES), handed_parts  # the counted run's plan: three parts
     for table in dms.TABLES:  # the run is right, not only cheap
         expected = replay(landing / "dms" / "crm" / table, ["customer_id"])
@@ -138,7 +162,8 @@ def test_statements_and_commits_of_a_small_run(dbt, spark, tmp_path: Path, schem
         ).collect()[0]
         assert committed <= first <= last <= finished, (table, committed, first, last, finished)
     nodes = _per_node(statements)
-    idle_statements, idle_commits = _counted_run(dbt, spark, landing, schema)
+    idle_statements, idle_commits = _counted_run(dbt, spark, landing, schema, listings)
+    idle_listings = dict(listings)
     _assert_batch_log_equals_replay(spark, landing, schema, stages)  # counted once per run, and the idle run added none
     for sql in [*statements, None, *idle_statements]:  # shown with -s, and in the log of a failure
         print("--- idle run" if sql is None else f"  {sql.node.split('.')[-1] or '(run)'} | {_text(sql.sql)[:200]}")
@@ -156,8 +181,11 @@ def test_statements_and_commits_of_a_small_run(dbt, spark, tmp_path: Path, schem
         "test statements": max(tests[t] for t in TABLES),
         "run statements": run_own,
         "idle statements": len(idle_statements),
+        "folder listings": max([*run_listings.values(), *idle_listings.values()]),
     }
-    print("measured:", measured, "commits:", dict(commits))
+    print("measured:", measured, "commits:", dict(commits), "listings:", run_listings, idle_listings)
+    folders = {str(Location.parse(landing / "dms" / "crm" / t)) for t in dms.TABLES}
+    assert folders <= set(run_listings), ("each folder is listed", run_listings)
     assert all(commits[f"{schema}_current.{t}"] >= 1 for t in TABLES), commits  # every table took its file
     for meta in ("cdc_batch_log", "cdc_file_ledger"):  # recorded, once for the whole run
         assert commits[f"{schema}_cdc_meta.{meta}"] == 1, commits
