@@ -153,17 +153,22 @@ from {{ events }}
     {%- endif -%}
     {#- A source's placeholder for a value it did not send (unchanged.sql): filled from the batch and,
         on an incremental batch, the table's stored rows. -#}
-    {%- set unchanged = cdc_unchanged_columns(reader.source if reader is not none else none, batch_sql)
-        if (files or full_build) and keys else {} -%}
+    {%- set unchanged_value = cdc_unchanged_value(reader.source if reader is not none else none)
+        if (files or full_build) and keys else none -%}
+    {%- set batch_columns = cdc_landing_columns_of(batch_sql) if unchanged_value else [] -%}
+    {%- set unchanged = cdc_unchanged_columns(unchanged_value, batch_columns) -%}
     {%- if unchanged -%}
         {#- The stored rows at the snapshot the batch starts from: the batch's own writes must not
-            change what its fill reads (a cached batch that reads the table is read again after a write). -#}
+            change what its fill reads (a cached batch that reads the table is read again after a write);
+            the snapshot from the run's plan, else asked. -#}
         {#- (Its columns as of that snapshot: Iceberg reads a snapshot with its own schema, without a
             column the hooks added since.) -#}
-        {%- set stored_snapshot = none if full_build else cdc_current_snapshot(target) -%}
+        {%- set planned = none if full_build else cdc_planned_state(target.identifier) -%}
+        {%- set stored_snapshot = none if full_build
+            else (planned.snapshot if planned is not none else cdc_current_snapshot(target)) -%}
         {%- set stored = none if stored_snapshot is none
             else '(select * from ' ~ target ~ ' version as of ' ~ stored_snapshot ~ ')' -%}
-        {%- set batch_sql = cdc_fill_unchanged_sql(batch_sql, cdc_column_names('(' ~ batch_sql ~ ')'), unchanged, keys,
+        {%- set batch_sql = cdc_fill_unchanged_sql(batch_sql, batch_columns | map(attribute='name') | list, unchanged, keys,
             stored=stored, stored_columns=[] if stored is none else cdc_column_names(stored),
             table=target.identifier) -%}
     {%- endif -%}

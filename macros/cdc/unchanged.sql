@@ -18,11 +18,18 @@
     window, no join, no extra statement. The MERGE's update keeps the row's value for a placeholder too
     (cdc_unchanged_update_value), which after the fill only a re-delivery can meet. -#}
 
-{% macro cdc_unchanged_columns(source_node, batch_sql) -%}
-    {#- column -> the SQL literal of the placeholder in that column's type, for the string, binary and
-        array<string|binary> columns of `batch_sql`; {} when the source sets no `meta.cdc_unchanged_value`. -#}
-    {%- set value = none if source_node is none
-        else (source_node.meta.get('cdc_unchanged_value') or source_node.source_meta.get('cdc_unchanged_value')) -%}
+{% macro cdc_unchanged_value(source_node) -%}
+    {#- The source's placeholder for a value it did not send (`meta.cdc_unchanged_value` on the table or
+        the source), or none. -#}
+    {{ return(none if source_node is none
+        else (source_node.meta.get('cdc_unchanged_value') or source_node.source_meta.get('cdc_unchanged_value'))) }}
+{%- endmacro %}
+
+
+{% macro cdc_unchanged_columns(value, batch_columns) -%}
+    {#- column -> the SQL literal of the placeholder `value` in that column's type, for the string, binary
+        and array<string|binary> columns among `batch_columns` (the batch's, as cdc_landing_columns_of
+        gives them); {} when there is no placeholder. -#}
     {%- set columns = {} -%}
     {%- if value -%}
         {%- set text = cdc_sql_string(value) -%}
@@ -32,7 +39,7 @@
             'array<string>': 'array(' ~ text ~ ')',
             'array<binary>': 'array(cast(' ~ text ~ ' as binary))',
         } -%}
-        {%- for column in cdc_landing_columns_of(batch_sql) if not column.name.startswith('_cdc_') -%}
+        {%- for column in batch_columns if not column.name.startswith('_cdc_') -%}
             {%- set data_type = column.data_type | lower | replace(' ', '') -%}
             {%- if data_type in literals -%}
                 {%- do columns.update({column.name: literals[data_type]}) -%}
