@@ -118,13 +118,13 @@ class _Reading:
     """One file's row groups as they are read: held for a pooled check while they are few, else checked
     as they come (`checks`), so that a large file is never held whole."""
 
+    table: CdcTable
     index: int
     file_name: str
     limit: int
     groups: list[pa.Table] = field(default_factory=list)
     rows: int = 0
     checks: FileChecks | None = None
-    table: CdcTable | None = None
 
     def add(self, group: pa.Table) -> None:
         if self.checks is None and self.rows + group.num_rows <= self.limit:
@@ -156,7 +156,7 @@ class PooledChecks:
         self._failures: dict[int, list[str]] = {}
 
     def reading(self, index: int, file_name: str) -> _Reading:
-        return _Reading(index, file_name, self.pooled_rows, table=self.table)
+        return _Reading(self.table, index, file_name, self.pooled_rows)
 
     def done(self, reading: _Reading) -> None:
         if reading.checks is not None:  # a large file, checked as it was read
