@@ -103,6 +103,7 @@ from {{ events }}
     {%- set reader = cdc_staging_reader(staging_model) -%}
     {%- set events_view = cdc_batch_view(target, 'events') -%}
     {%- set file_counts = [] -%}
+    {%- set from_plan = false -%}
     {%- if reader is none -%}
         {#- A staging model of the user's own: the staging view, one scan of its file names (but the
             applied ones, on an incremental batch). -#}
@@ -122,6 +123,7 @@ from {{ events }}
         {%- endfor -%}
     {%- else -%}
         {%- set pending = none if full_build else cdc_planned_files(reader.source, target.identifier) -%}
+        {%- set from_plan = pending is not none -%}
         {%- if pending is none -%}
             {%- set pending = cdc_landing_pending(reader.source, target.identifier, every_file=full_build) -%}
         {%- endif -%}
@@ -152,9 +154,11 @@ from {{ events }}
         {%- set business = cdc_landing_columns_of(batch_sql) | map(attribute='name') | list -%}
     {%- endif -%}
     {#- A source's placeholder for a value it did not send (unchanged.sql): filled from the batch and,
-        on an incremental batch, the table's stored rows. -#}
+        on an incremental batch, the table's stored rows; not looked for in a batch of the plan's files
+        none of which holds it, as the hooks found reading them. -#}
     {%- set unchanged_value = cdc_unchanged_value(reader.source if reader is not none else none)
-        if (files or full_build) and keys else none -%}
+        if (files or full_build) and keys
+            and not (from_plan and cdc_planned_without_placeholder(target.identifier)) else none -%}
     {%- set batch_columns = cdc_landing_columns_of(batch_sql) if unchanged_value else [] -%}
     {%- set unchanged = cdc_unchanged_columns(unchanged_value, batch_columns) -%}
     {%- if unchanged -%}

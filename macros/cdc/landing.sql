@@ -143,6 +143,14 @@
 {%- endmacro %}
 
 
+{% macro cdc_planned_without_placeholder(model_name) -%}
+    {#- True when the hooks read every file of the run's plan for `model_name` and none holds its source's
+        placeholder for a value not sent (python_hooks/landing/validation.py: holds_value): a batch of the
+        plan's files then skips the fill (unchanged.sql). -#}
+    {{ return(cdc_run_plan().get(model_name, {}).get('no_placeholder', false)) }}
+{%- endmacro %}
+
+
 {% macro cdc_planned_state(model_name) -%}
     {#- The table's state as the hooks read it this run, for every planned table in one query
         (python_hooks/project/iceberg.py: table_states; the same as cdc_table_state, publish.sql), or

@@ -15,8 +15,10 @@
     again, in one batch). A placeholder still there after that (the old key's value is nowhere: its
     table was built after the change, its delete landed in another batch, or the chain is longer) is
     refused, in words, before anything is written. A source without the setting is read as before: no
-    window, no join, no extra statement. The MERGE's update keeps the row's value for a placeholder too
-    (cdc_unchanged_update_value), which after the fill only a re-delivery can meet. -#}
+    window, no join, no extra statement; so is a batch of the run's plan none of whose files holds the
+    placeholder, which the hooks found reading them (cdc_planned_without_placeholder). The MERGE's update
+    keeps the row's value for a placeholder too (cdc_unchanged_update_value), which after the fill only a
+    re-delivery can meet. -#}
 
 {% macro cdc_unchanged_value(source_node) -%}
     {#- The source's placeholder for a value it did not send (`meta.cdc_unchanged_value` on the table or

@@ -27,7 +27,7 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,7 +54,7 @@ from python_hooks.evolution.plan import (
 )
 from python_hooks.evolution.types import normalize_type, spark_type
 from python_hooks.landing.files import is_listed_here, raw_files
-from python_hooks.landing.validation import PooledChecks
+from python_hooks.landing.validation import PooledChecks, holds_value
 from python_hooks.project import faults
 from python_hooks.project.meta import RAW_FILE_GROUPS, SCHEMA_EVOLUTION_LOG
 from python_hooks.project.sql import quoted_relation
@@ -281,7 +281,12 @@ READ_ROUND_FILES = 64
 READ_ROUND_BYTES = 16 * 2**20
 
 
-def refused_files(table: CdcTable, files: Sequence[RawFile], footers: dict[str, pa.Schema] | None = None) -> list[str]:
+def refused_files(
+    table: CdcTable,
+    files: Sequence[RawFile],
+    footers: dict[str, pa.Schema] | None = None,
+    placeholders: dict[str, bool] | None = None,
+) -> list[str]:
     """One refusal per file of `files` that pyarrow cannot read whole (`read_pages`: gone since it was
     listed, permission denied, a footer or a page that does not decode), in the words of a footer the
     evolution could not read, and one per check of the batch's validation that its events fail
@@ -289,15 +294,27 @@ def refused_files(table: CdcTable, files: Sequence[RawFile], footers: dict[str, 
     dbt, on the files a batch is about to read, so that no change (a new column first) and no Spark
     statement (a staging view's data test) meets the file before the run has refused it in words.
     `footers`: filled with each file read whole's footer schema, by location string (`evolve` then reads
-    none of them again)."""
+    none of them again). `placeholders`: for a table whose source has a placeholder for a value it did not
+    send (`CdcTable.unchanged_value`), set to whether any of the files holds it (landing/validation.py:
+    `holds_value`)."""
     problems: dict[int, list[str]] = {}
     checks = PooledChecks(table)
     paths = [location(file) for file in files]
+    value = table.unchanged_value if placeholders is not None else None
+    held: list[bool] = []  # appended to by the reading threads (list.append is atomic)
+
+    def each_group(reading) -> Callable[[pa.Table], None]:
+        def add(rows: pa.Table) -> None:
+            if value and not held and holds_value(rows, value):
+                held.append(True)
+            reading.add(rows)
+
+        return add if value else reading.add
 
     def read(index: int):
         reading = checks.reading(index, paths[index].name)
         try:
-            return reading, read_pages(files[index], reading.add), None
+            return reading, read_pages(files[index], each_group(reading)), None
         except (FooterReadError, StorageError) as error:
             return reading, None, error
 
@@ -311,6 +328,8 @@ def refused_files(table: CdcTable, files: Sequence[RawFile], footers: dict[str, 
                 checks.done(reading)
                 if footers is not None:
                     footers[str(paths[index])] = schema
+    if value:
+        placeholders[table.model] = bool(held)
     for index, failures in checks.failures().items():
         problems[index] = [
             f"{table.model} (source {table.source}): raw file {paths[index]}: {failure}: a batch refuses such"

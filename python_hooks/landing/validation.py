@@ -21,6 +21,10 @@ Where this side cannot tell as Spark would (a key staging decodes from text, a t
 shape), it counts nothing, and the batch's validation in Spark, which runs on every batch, refuses the file:
 this side may miss a bad event, never refuses a good one. `tests/pytest/test_validation_pinned.py` holds
 the two sides together (the same counts on the same hostile files, for every producer).
+
+Beside the checks, one fact the batch plans from: whether a file holds its source's placeholder for a value
+not sent (`holds_value`, meta.cdc_unchanged_value): a batch none of whose files holds it skips the fill
+(macros/cdc/unchanged.sql). Where this side cannot tell, it says the file holds it.
 """
 
 from __future__ import annotations
@@ -197,6 +201,29 @@ class PooledChecks:
         failures = checks.failures()
         if failures:
             self._failures[index] = failures
+
+
+def holds_value(rows: pa.Table, value: str) -> bool:
+    """Whether any text or binary value of `rows` is `value`, looking into lists and structs (a Debezium
+    envelope's `before`/`after`); True also for a column of a type this does not look into (a map, a union),
+    so that False is sure: no event of these rows carries `value` in any column."""
+    text, binary = pa.scalar(value, pa.string()), pa.scalar(value.encode(), pa.binary())
+
+    def holds(column: pa.ChunkedArray | pa.Array) -> bool:
+        kind = column.type
+        if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+            return bool(pc.any(pc.equal(column, text.cast(kind))).as_py())
+        if pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind):
+            return bool(pc.any(pc.equal(column.cast(pa.binary()), binary)).as_py())
+        if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+            return holds(pc.list_flatten(column))
+        if pa.types.is_struct(kind):
+            return any(holds(pc.struct_field(column, [i])) for i in range(kind.num_fields))
+        if pa.types.is_dictionary(kind):
+            return holds(column.cast(kind.value_type))
+        return pa.types.is_nested(kind) or pa.types.is_union(kind)
+
+    return any(holds(column) for column in rows.columns)
 
 
 def kafka_named(file_name: str) -> bool:

@@ -37,6 +37,8 @@ class CdcTable:
     landing: str = ""  # the source identifier as written (a path or a URI)
     keys: tuple[str, ...] = ()  # the model's unique_key columns
     decoded_types: tuple[tuple[str, str], ...] = ()  # Debezium columns staging decodes: (column, Spark type)
+    # the source's placeholder for a value it did not send (meta.cdc_unchanged_value; macros/cdc/unchanged.sql)
+    unchanged_value: str | None = None
 
 
 def key_columns(unique_key) -> tuple[str, ...]:
@@ -60,6 +62,12 @@ def source_of(manifest, source_name: str, table_name: str):
 def source_producer(source) -> Producer:
     """The producer of a manifest source."""
     return producer_of(source_meta(source))
+
+
+def unchanged_value(source) -> str | None:
+    """A manifest source's `cdc_unchanged_value`: the table's, else its source's (as macros/cdc/unchanged.sql:
+    cdc_unchanged_value reads it)."""
+    return (source.meta or {}).get("cdc_unchanged_value") or (source.source_meta or {}).get("cdc_unchanged_value")
 
 
 def cdc_tables(manifest) -> list[CdcTable]:
@@ -90,6 +98,7 @@ def cdc_tables(manifest) -> list[CdcTable]:
                 landing=source.identifier,
                 keys=key_columns(node.config.get("unique_key")),
                 decoded_types=tuple(debezium_decoded_types(source_meta(source)).items()),
+                unchanged_value=unchanged_value(source),
             )
         )
     return sorted(tables, key=lambda t: t.model)

@@ -6,7 +6,8 @@ TOASTed bodies updated without being touched), the capture drained, then the pip
 snapshot and once after the workload, so that the second run merges into existing tables (a snapshot
 document's body, TOASTed, left alone by an update in between: its placeholder meets the table's value). Then
 `live compare` (python_hooks/live/compare.py) must find every table equal to PostgreSQL: same keys,
-mapped types, every value.
+mapped types, every value. In the second run, a table's batch fills the placeholder (macros/cdc/unchanged.sql)
+only when one of its new files holds it, as the files themselves say: the hooks read every file first.
 
 And the history: each run also takes one dbt snapshot of the live `customer` table
 (`shop_customer_snapshot`), so it must hold one version per committed change a run saw. After each run
@@ -25,8 +26,10 @@ import datetime as dt
 import os
 
 import psycopg
+import pyarrow.parquet as pq
 import pytest
 
+from bench.instrument import SqlProfile
 from helpers.live import Live
 from helpers.tables import assert_same_table
 from oracles.replay_debezium_real import UNAVAILABLE, read_events
@@ -55,6 +58,15 @@ def live_models():
             os.environ.pop(LIVE_MODELS, None)
         else:
             os.environ[LIVE_MODELS] = before
+
+
+def _raw_files(live: Live, table) -> set:
+    return set(live.topic_dir(table).rglob("*.parquet"))
+
+
+def _holds_placeholder(path) -> bool:
+    """The placeholder among a raw file's values, at any depth (an envelope's `after`, an array)."""
+    return UNAVAILABLE in repr(pq.read_table(path).to_pylist())
 
 
 def _compare(dbt, live: Live, schema: str) -> tuple[list, list]:
@@ -128,11 +140,30 @@ def test_every_live_table_equals_postgresql_after_the_pipeline(dbt, spark, live:
     assert [r.line() for r in first if not r.equal] == []
 
     # A TOASTed body the table already holds, left alone by an update: the MERGE must keep it.
+    applied = {table.name: _raw_files(live, table) for table in TABLES}
     with psycopg.connect(live.config.conninfo(), autocommit=True) as connection:
         connection.execute("update shop.document set revision = revision + 100 where document_id = 1")
     live.cli("workload", "--rounds", "5")
     live.cli("drain")
-    assert dbt.pipeline("--select", "source:shop+", landing=landing, schema=schema)  # merged into the tables
+    profile = SqlProfile()
+    dbt._runner.callbacks.append(profile)
+    try:
+        assert dbt.pipeline("--select", "source:shop+", landing=landing, schema=schema)  # merged into the tables
+    finally:
+        dbt._runner.callbacks.remove(profile)
+    # A batch fills the placeholder (its windows, the stored rows joined) only when one of its files holds it.
+    holds = {
+        table.name: any(_holds_placeholder(path) for path in _raw_files(live, table) - applied[table.name])
+        for table in TABLES
+    }
+    fills = {
+        table.name: any(
+            "_cdc_fill_segment" in s.sql for s in profile.statements if s.node.endswith(f".shop__{table.name}")
+        )
+        for table in TABLES
+    }
+    assert fills == holds, (fills, holds)
+    assert set(holds.values()) == {True, False}, holds  # both kinds of batch ran
     recordings.append(_recording(spark, schema))
     results, snapshots = _compare(dbt, live, schema)
     assert [r.line() for r in results if not r.equal] == []

@@ -272,3 +272,75 @@ def test_files_read_two_at_a_time_are_refused_in_their_order(tmp_path, monkeypat
     named = [next(f.name for f in files if f.name in p) for p in problems]
     expected = [f"20261203-1200{n:02d}000.parquet" for n in sorted(bad | {7})]
     assert named == expected, problems
+
+
+PLACEHOLDER = "__debezium_unavailable_value"
+
+
+def _holds(rows: pa.Table) -> bool:
+    """Independent of holds_value: the placeholder among the rows' values as Python reads them, at any depth
+    (a map's keys and values too)."""
+
+    def found(value) -> bool:
+        if isinstance(value, dict):
+            return any(found(v) for v in value.values())
+        if isinstance(value, list | tuple):
+            return any(found(v) for v in value)
+        return value in (PLACEHOLDER, PLACEHOLDER.encode())
+
+    return any(found(row) for row in rows.to_pylist())
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_placeholder_is_found_at_any_depth_and_never_missed(seed):
+    """holds_value over random columns of every kind a Debezium file carries (text, binary, lists, an envelope's
+    structs, a dictionary, a map): False only where no value is the placeholder; a map is not looked into, so it
+    is said to hold it."""
+    from python_hooks.landing.validation import holds_value
+
+    chooser = random.Random(seed)
+
+    def text():
+        return chooser.choice([None, "a", "", PLACEHOLDER, PLACEHOLDER + " ", "x" * 3])
+
+    rows = 5
+    kinds = {
+        "text": lambda: pa.array([text() for _ in range(rows)], pa.string()),
+        "large": lambda: pa.array([text() for _ in range(rows)], pa.large_string()),
+        "binary": lambda: pa.array([None if (t := text()) is None else t.encode() for _ in range(rows)], pa.binary()),
+        "list": lambda: pa.array([[text(), text()] for _ in range(rows)], pa.list_(pa.string())),
+        "envelope": lambda: pa.array(
+            [{"id": 1, "body": text(), "tags": [text()]} for _ in range(rows)],
+            pa.struct([("id", pa.int64()), ("body", pa.string()), ("tags", pa.list_(pa.string()))]),
+        ),
+        "dictionary": lambda: pa.array([text() for _ in range(rows)], pa.string()).dictionary_encode(),
+        "number": lambda: pa.array(range(rows), pa.int64()),
+        "map": lambda: pa.array([[("k", "v")] for _ in range(rows)], pa.map_(pa.string(), pa.string())),
+    }
+    chosen = chooser.sample(sorted(kinds), chooser.randint(1, 4))
+    table = pa.table({name: kinds[name]() for name in chosen})
+    assert holds_value(table, PLACEHOLDER) == (_holds(table) or "map" in chosen), table.to_pylist()
+
+
+def test_refused_files_says_whether_a_batch_holds_its_sources_placeholder(tmp_path):
+    """The fact a batch plans from (its fill, macros/cdc/unchanged.sql): set for a table whose source has a
+    placeholder, true when any file of the batch holds it, whichever round or thread read it."""
+    from dataclasses import replace
+
+    from python_hooks.landing.files import raw_files
+
+    folder = tmp_path / "document"
+    folder.mkdir()
+    for n in range(5):
+        body = [PLACEHOLDER if n == 3 else "text", "more"]
+        rows = {"id": [n, n], "body": body, "__op": ["u", "u"], "__source_ts_ms": [1, 2], "__source_lsn": [7, 8]}
+        pq.write_table(pa.table(rows), folder / f"shop.document+0+{n:010d}.snappy.parquet")
+    files = raw_files(Location.parse(str(folder)), "debezium")
+    table = replace(_table("debezium", folder=folder), unchanged_value=PLACEHOLDER)
+    for batch, holds in ((files, True), (files[:3], False), (files[3:4], True)):
+        placeholders = {}
+        assert refused_files(table, batch, placeholders=placeholders) == []
+        assert placeholders == {"m": holds}
+    placeholders = {}
+    refused_files(_table("debezium", folder=folder), files, placeholders=placeholders)
+    assert placeholders == {}, "a source without a placeholder: nothing to say"
