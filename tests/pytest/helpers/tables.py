@@ -7,9 +7,17 @@ from collections.abc import Iterable, Sequence
 
 
 def normalise(value):
-    """A time-zone-aware timestamp as the naive UTC one Spark returns; any other value as it is."""
+    """A time-zone-aware timestamp as the naive UTC one Spark returns, also inside a struct or a list; a struct
+    as the dict of its fields, whether pyspark's Row (Spark's side) or a dict (pyarrow's, a replay's); any other
+    value as it is."""
     if isinstance(value, dt.datetime) and value.tzinfo is not None:
         return value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    if hasattr(value, "asDict"):  # a struct column's value as pyspark returns it
+        value = value.asDict()
+    if isinstance(value, dict):
+        return {k: normalise(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [normalise(v) for v in value]
     return value
 
 
