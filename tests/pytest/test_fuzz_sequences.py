@@ -133,3 +133,18 @@ def test_a_flipped_change_sequence_with_a_new_column_adds_no_column(dbt, spark, 
     machine.land_valid(changes=[("I", 4, 2, 15), ("U", 1, 1, 157), ("U", 5, 0, 195), ("I", 6, 2, 240)], slot=0)
     machine.run()
     machine.teardown()
+
+
+def test_a_column_a_taken_file_made_nested_refuses_the_plain_files_after_it(dbt, spark, tmp_path, caplog):
+    """Found by `make fuzz` (2026-12-05): the full load replaced by a file whose row_audit_ts is a struct of a
+    timestamp; the first build takes it (nothing earlier to conflict with), and the table's column is that
+    struct, compared as the dict of its fields. A later valid file, its row_audit_ts a plain timestamp, is then
+    refused in words ("neither type widens to the other"), the table unchanged; removed, the next run is clean."""
+    machine = RunSequences(Context(dbt, spark, tmp_path, caplog))
+    machine.replace(pick=0, changes=[("U", 1, 1, 5), ("I", 5, 0, 9)], kind="nested_type", seed=4)
+    machine.run()
+    machine.land_valid(changes=[("U", 2, 1, 30)], slot=0)
+    machine.run()
+    machine.remove(pick=0)
+    machine.run()
+    machine.teardown()

@@ -24,6 +24,12 @@ After every run, the invariants (`RunSequences.run`):
 - a run that fails ends with lines naming a waiting file in words (fuzz/python_side.py: assert_worded),
   then "What to do:"; no line the hooks log is Spark internals (NOT_WORDS).
 
+A damaged file the pipeline took may have changed a column's type (fuzz/damage.py: nested_type writes a column
+as a struct, a list or a map; a table takes a file whose column is nested where it was plain before only as a
+new type). A later file whose column is plain where an accepted file's is nested, or the other way round, is
+then one the pipeline may refuse (docs/operations.md: "neither type widens to the other"): the model counts it
+as refusable, valid or not (`_refusable`).
+
 Names: a new file takes a name never applied (DMS names its files by write time); the ledger skips a name it
 holds, so a new file under an applied name is outside what a run promises.
 """
@@ -370,7 +376,7 @@ class RunSequences(RuleBasedStateMachine):
                 assert _readable(pending[name].main), f"{label}: {name} applied, but pyarrow cannot read it"
         elif pending:
             stats.refused += 1
-            valid = [n for n, p in pending.items() if not p.refusable]
+            valid = [n for n, p in pending.items() if not self._refusable(p)]
             assert len(valid) < len(pending), f"{label}: files that are all valid were refused:\n{text}"
         else:
             stats.idle += 1
@@ -379,6 +385,20 @@ class RunSequences(RuleBasedStateMachine):
         self._check_batch_log(label, before, after, pending, bool(new))
         assert after.ledger == self.events, f"{label}: ledger {after.ledger}, accepted {self.events}"
         self._check_table(label, after.columns)
+
+    def _refusable(self, landed: Landed) -> bool:
+        """Damaged and refusable, or a column nested in it and plain in an accepted file (or the other way)."""
+        if landed.refusable:
+            return True
+        accepted = {}
+        for data in self.accepted.values():
+            for column in pq.read_schema(io.BytesIO(data)):
+                accepted.setdefault(column.name.lower(), set()).add(_nested(column.type))
+        try:
+            schema = pq.read_schema(io.BytesIO(landed.main))
+        except Exception:  # noqa: BLE001 - a file pyarrow cannot read is not one this rule is about
+            return False
+        return any({_nested(c.type)} != accepted.get(c.name.lower(), {_nested(c.type)}) for c in schema)
 
     def _events(self, data: bytes) -> int:
         """The change events of a file that a batch reads now: its rows but those of erased customers."""
@@ -419,8 +439,8 @@ class RunSequences(RuleBasedStateMachine):
             assert not lines, f"{label}: a run that succeeded ended with:\n{text}"
             return
         assert lines and lines[-1].startswith("What to do:"), f"{label}: a failed run's last lines:\n{text}"
-        assert not applied or any(p.refusable for p in pending.values()), f"{label}: valid files failed:\n{text}"
-        for name in (n for n, p in pending.items() if p.refusable):
+        assert not applied or any(map(self._refusable, pending.values())), f"{label}: valid files failed:\n{text}"
+        for name in (n for n, p in pending.items() if self._refusable(p)):
             naming = [i for i, line in enumerate(lines) if name in line]
             if not naming:
                 continue
@@ -470,6 +490,10 @@ class RunSequences(RuleBasedStateMachine):
             if key[0] not in self.erased
         }
         assert_same_table(actual, wanted, f"{label}: the table against the replay of the accepted files")
+
+
+def _nested(type_: pa.DataType) -> bool:
+    return pa.types.is_struct(type_) or pa.types.is_list(type_) or pa.types.is_map(type_)
 
 
 def _readable(data: bytes) -> bool:
