@@ -6,7 +6,7 @@ Each batch says what to record in a line its materialization logs (macros/cdc/ba
 `cdc_account`, when CDC_ACCOUNTING=run): its batch-log row and its ledger rows, each a list of literals (SQL
 expressions that need no input). This dbtRunner callback collects them; `record` writes them as one VALUES
 list per table (a union of a SELECT per row was a Spark task per row: 200 tables' batch-log rows 12 s against
-3 s as VALUES), the batch log first, then the ledger (the order
+3 s as VALUES), the batch log first (the tombstones at the same time), then the ledger (the order
 the batch log's rule needs: a row never claims what did not happen; a table committed but not yet in the
 ledger is applied again by the next run, which changes nothing and logs its changes as re-delivered).
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from python_hooks.project.meta import BATCH_LOG, FILE_LEDGER, TOMBSTONES
@@ -55,11 +56,12 @@ class Accounting:
 
 def record(warehouse: Warehouse, records: list[dict]) -> int:
     """Writes the collected records: the tombstone and ledger rows of the models whose tables were
-    created empty in this run are deleted (a first build, --full-refresh), then the batches' tombstones
-    (one INSERT, when any), one INSERT into the batch log (each table's snapshot read first, from one
-    listing of its schema), then one into the ledger. A run killed between
-    the deletes and the ledger's INSERT leaves those models without ledger rows: the next run applies
-    all their files again, which changes nothing. Returns how many batches were recorded."""
+    created empty in this run are deleted (a first build, --full-refresh), then one INSERT into the batch log
+    (each table's snapshot read first, from one listing of its schema) and, at the same time, the batches'
+    tombstones (one INSERT, when any), then, once both have committed, one INSERT into the ledger. A run
+    killed (or a statement failed) before the ledger's INSERT leaves those batches out of the ledger: the
+    next run applies their files again, which changes nothing, records their tombstones again and logs
+    their changes as re-delivered. Returns how many batches were recorded."""
     if not records:
         return 0
     meta = warehouse.meta_schema
@@ -76,15 +78,28 @@ def record(warehouse: Warehouse, records: list[dict]) -> int:
     tombstones = ([f"(select * from {_values(literal)})"] if literal else []) + [
         f"({sql})" for r in records for sql in r.get("tombstones") or []
     ]
+    logged = _values([_with_snapshot(r, snapshots) for r in records])
+    inserts = [f"insert into {quoted_relation(meta, BATCH_LOG)} {logged}"]
     if tombstones:
-        rows = " union all ".join(tombstones)
-        warehouse.execute(f"insert into {quoted_relation(meta, TOMBSTONES)} {rows}", tables_changed=False)
-    rows = _values([_with_snapshot(r, snapshots) for r in records])
-    warehouse.execute(f"insert into {quoted_relation(meta, BATCH_LOG)} {rows}", tables_changed=False)
+        inserts.append(f"insert into {quoted_relation(meta, TOMBSTONES)} {' union all '.join(tombstones)}")
+    _at_once(warehouse, inserts)
     ledger = [row for r in records for row in r.get("ledger") or []]
     if ledger:
         warehouse.execute(f"insert into {quoted_relation(meta, FILE_LEDGER)} {_values(ledger)}", tables_changed=False)
     return len(records)
+
+
+def _at_once(warehouse: Warehouse, statements: list[str]) -> None:
+    """The statements at the same time, each from a thread of its own (the adapter gives a thread its own
+    connection); returns once all have ended, raising the first failure. Two one-row INSERTs into two tables
+    take 0.9 s together against 1.1 s one after the other (2 cores): most of an INSERT is its commit."""
+    if len(statements) == 1:
+        warehouse.execute(statements[0], tables_changed=False)
+        return
+    with ThreadPoolExecutor(max_workers=len(statements), thread_name_prefix="cdc-accounting") as pool:
+        done = [pool.submit(warehouse.execute, sql, tables_changed=False) for sql in statements]
+    for future in done:
+        future.result()
 
 
 def _values(rows: list[list[str]]) -> str:
