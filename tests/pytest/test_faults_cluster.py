@@ -35,7 +35,8 @@ committed"), correctly, leaving the repair to the run after. An orphan on the ki
 After the next run: every CRM table equals the pure-Python replay of every raw file, the ledger lists
 each raw file once, the batch log has stage 1's row and, for stage 2's batch, the replay's counts once
 or, for a batch committed but not logged, a row of the next run that applied nothing (its changes
-re-delivered), never a batch applied twice (helpers/faults.py: assert_batch_log_never_lies; after the
+re-delivered), or both when the kill landed in the run's accounting between the batch log's INSERT and the
+ledger's, never a batch applied twice (helpers/faults.py: assert_batch_log_never_lies; after the
 schema evolution, the evolution log names each added column once instead); no lock is left in the
 metastore. A branch the faulty run left stays: on a shared target a run cannot tell a dead run's
 branch from a slow one's, so a branch is dropped by the table's next batch once it is an hour old
