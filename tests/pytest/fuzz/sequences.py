@@ -393,12 +393,14 @@ class RunSequences(RuleBasedStateMachine):
         accepted = {}
         for data in self.accepted.values():
             for column in pq.read_schema(io.BytesIO(data)):
-                accepted.setdefault(column.name.lower(), set()).add(_nested(column.type))
+                accepted.setdefault(column.name.lower(), set()).add(pa.types.is_nested(column.type))
         try:
             schema = pq.read_schema(io.BytesIO(landed.main))
         except Exception:  # noqa: BLE001 - a file pyarrow cannot read is not one this rule is about
             return False
-        return any({_nested(c.type)} != accepted.get(c.name.lower(), {_nested(c.type)}) for c in schema)
+        return any(
+            {pa.types.is_nested(c.type)} != accepted.get(c.name.lower(), {pa.types.is_nested(c.type)}) for c in schema
+        )
 
     def _events(self, data: bytes) -> int:
         """The change events of a file that a batch reads now: its rows but those of erased customers."""
@@ -490,10 +492,6 @@ class RunSequences(RuleBasedStateMachine):
             if key[0] not in self.erased
         }
         assert_same_table(actual, wanted, f"{label}: the table against the replay of the accepted files")
-
-
-def _nested(type_: pa.DataType) -> bool:
-    return pa.types.is_struct(type_) or pa.types.is_list(type_) or pa.types.is_map(type_)
 
 
 def _readable(data: bytes) -> bool:
