@@ -9,6 +9,7 @@ the landing folder to continue offsets and to know the current rows):
 - `dms_new_types`: crm.customer_master gains `credit_limit numeric(18,4)` and `birth_date date`.
 - `dms_upper_case_country`: a DMS file that spells crm.customer_address's `country` as `COUNTRY`.
 - `mysql_order_customer_bigint`: salesdb.sales_order.customer_id widened from int to bigint.
+- `pg_product_weight_column`: inventory.product gains `weight_g integer` (the full envelope's `before`/`after`).
 - `dms_city_becomes_int`: crm.customer_address.city changes from string to int (not a safe change).
 - `dms_hostile_names`: crm.customer_master gains columns named `loyalty tier`, `select`, and one with
   a backtick.
@@ -145,6 +146,36 @@ def mysql_order_customer_bigint(landing: Path, order_id: int = 900, later: int =
         },
     ]
     return _write_flat(landing, debezium.SALES_ORDER, rows, schema, "order_id")
+
+
+def pg_product_weight_column(landing: Path, product_id: int = 30, later: int = 0) -> list[Path]:
+    """`ALTER TABLE product ADD COLUMN weight_g integer` on PostgreSQL, then a new product and an update of it
+    (`later` seconds after, in a file of its own: the new schema's files keep coming). The full envelope's
+    `before` and `after` gain the field, so the topic's files hold two types of those columns."""
+    row_type = pa.struct([*debezium.PRODUCT_ROW, pa.field("weight_g", pa.int32())])
+    schema = pa.schema(
+        [
+            pa.field("before", row_type),
+            pa.field("after", row_type),
+            *(f for f in debezium.PRODUCT_SCHEMA if f.name not in ("before", "after")),
+        ]
+    )
+    folder = debezium.topic_dir(landing, debezium.PRODUCT)
+    events = [e for path in folder.glob("partition=*/*.parquet") for e in pq.ParquetFile(path).read().to_pylist()]
+    lsn = max(e["source"]["lsn"] for e in events) + 4_096
+    commit = int(DDL_TIME.timestamp() * 1000) + 5_000 + later * 1000
+    created = {"product_id": product_id, "name": "Dosing cup", "price": Decimal("12.00"), "in_stock": True}
+    created["weight_g"] = 80
+    updated = {**created, "price": Decimal("11.00")}
+
+    def record(op: str, before: dict | None, after: dict | None, n: int) -> dict:
+        source = {**events[0]["source"], "ts_ms": clock.ms(commit + n), "snapshot": "false", "lsn": lsn + 152 * n}
+        return {"before": before, "after": after, "op": op, "ts_ms": clock.ms(commit + n + 35), "source": source}
+
+    rows = [record("c", None, created, 0), record("u", created, updated, 1)]
+    path = folder / "partition=0" / f"{debezium.PRODUCT}+0+{len(events):010d}.snappy.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path, compression="snappy")
+    return [path]
 
 
 # --------------------------------------------------------------------------------------------- DMS

@@ -384,19 +384,26 @@
 
 {% macro cdc_landing_open_read(staging_model, folder, open_files, types, others) -%}
     {#- The staging view's read of the open group (cdc_landing_reads): the folder's catalog table
-        (cdc_landing_raw_table) with the columns Spark reads from the group's files, the other groups' files
-        left out by the names the hooks list (`where`, on cdc_file_name_sql: Spark skips them before opening
-        them). The hooks register an open group only when its columns can be declared (evolution/apply.py:
-        readable_as_table); should Spark still find a struct, a column of nulls only (void) or two spellings
-        of one name, the group is read as a list of files (and the view's fingerprint, which does not name
-        them, keeps it until the next schema change: said in a warning). -#}
-    {%- set columns = cdc_landing_columns_of('select * from ' ~ cdc_files_relation(folder, open_files)) -%}
+        (cdc_landing_raw_table) with the columns Spark reads from the group's files (a struct's fields quoted,
+        cdc_ddl_type), the other groups' files left out by the names the hooks list (`where`, on
+        cdc_file_name_sql: Spark skips them before opening them). The hooks register an open group only when its
+        columns can be declared (evolution/apply.py: readable_as_table); should Spark still find a field name
+        that is not a plain identifier, a column of nulls only (void) or two spellings of one name, the group is
+        read as a list of files (and the view's fingerprint, which does not name them, keeps it until the next
+        schema change: said in a warning). -#}
+    {%- set found = cdc_landing_columns_of('select * from ' ~ cdc_files_relation(folder, open_files)) -%}
+    {%- set columns = [] -%}
+    {%- for column in found -%}
+        {%- do columns.append({'name': column.name, 'data_type': cdc_ddl_type(column.data_type)}) -%}
+    {%- endfor -%}
     {%- set names = columns | map(attribute='name') | map('lower') | list -%}
-    {%- set kinds = columns | map(attribute='data_type') | map('lower') | join(' ') -%}
-    {%- if 'struct<' in kinds or 'void' in kinds or names | unique | list | length != names | length -%}
+    {%- set kinds = found | map(attribute='data_type') | map('lower') | join(' ') -%}
+    {%- if none in columns | map(attribute='data_type') | list or 'void' in kinds
+            or names | unique | list | length != names | length -%}
         {%- do exceptions.warn(staging_model ~ ": the raw files at the promoted types in " ~ folder ~ " cannot be "
-            ~ "read as one table (a struct, a column of nulls only or two spellings of one name): the staging view "
-            ~ "lists them, and reads the files that land later once the hooks register a schema change") -%}
+            ~ "read as one table (a struct field name that is not a plain identifier, a column of nulls only or two "
+            ~ "spellings of one name): the staging view lists them, and reads the files that land later once the "
+            ~ "hooks register a schema change") -%}
         {{ return(none) }}
     {%- endif -%}
     {%- set excluded = [] -%}
@@ -409,6 +416,16 @@
         'files': open_files | length,
         'types': types,
     }) }}
+{%- endmacro %}
+
+
+{% macro cdc_ddl_type(data_type) -%}
+    {#- A type as Spark prints it (`describe`: struct<id:int,tags:array<string>>) as a table's DDL declares it,
+        every struct field name quoted (struct<`id`:int,`tags`:array<string>>), so that a field named as a
+        keyword (Debezium's source.schema, source.table) parses. None when a field name is not a plain
+        identifier (letters, digits, underscores): in Spark's print it cannot be told from the type's syntax. -#}
+    {%- set quoted = modules.re.sub('([<,])([A-Za-z_][A-Za-z0-9_]*):', '\\1`\\2`:', data_type) -%}
+    {{ return(quoted if quoted.count(':') == quoted.count('`:') else none) }}
 {%- endmacro %}
 
 

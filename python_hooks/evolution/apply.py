@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -73,6 +74,10 @@ LEFT_OUT_GROUP = -1
 # as the folder less the other groups' files (macros/cdc/landing.sql: cdc_landing_open_read), so its SQL, and its
 # fingerprint, do not change as files land.
 OPEN_GROUP = -2
+# A struct field in a footer's type (evolution/types.py: spark_type quotes each: struct<`id`:int>), and the names
+# Spark prints so that cdc_ddl_type can quote them again.
+QUOTED_FIELD = re.compile(r"`((?:[^`]|``)*)`:")
+PLAIN_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass
@@ -131,8 +136,9 @@ def file_groups(
 
 def readable_as_table(types_of_files: Iterable[dict[str, str]], union_names: Iterable[str]) -> bool:
     """Whether the open group's files can be read as a catalog table declared with their columns
-    (macros/cdc/landing.sql: cdc_landing_open_read asks Spark for them): no struct (its field names would need
-    quoting inside the type), no column that is null in every file (Spark reads it as void, which no table
+    (macros/cdc/landing.sql: cdc_landing_open_read asks Spark for them, and quotes a struct's field names,
+    cdc_ddl_type): no struct field whose name is not a plain identifier (in Spark's print of the type it could
+    not be told from the syntax), no column that is null in every file (Spark reads it as void, which no table
     holds), no two spellings of one name. Otherwise the group stays a list of files, and its files stay in the
     view's fingerprint."""
     names = [name.lower() for name in union_names]
@@ -142,7 +148,7 @@ def readable_as_table(types_of_files: Iterable[dict[str, str]], union_names: Ite
     seen: set[str] = set()
     for types in types_of_files:
         for column, spark in types.items():
-            if "struct<" in spark.lower():
+            if not all(PLAIN_FIELD.fullmatch(name) for name in QUOTED_FIELD.findall(spark)):
                 return False
             seen.add(column)
             if spark != "null":

@@ -316,3 +316,49 @@ def test_a_type_variant_view_is_left_as_it_is_while_files_of_the_new_type_land(d
     expected = replay_topic(folder, "flat", ["order_id"])
     columns = ["order_id", "customer_id", "order_ts", "amount", "order_status", "_cdc_op", "_cdc_ts"]
     assert_same_table(table_rows(spark, orders, ["order_id"], columns), expected, "the new type's files")
+
+
+INVENTORY = ("--select", "staging.inventory", "current_state.inventory")
+
+
+def raw_product_rows(folder: Path) -> list[tuple]:
+    """A full envelope's events as its staging view must hold them, from the raw files (pyarrow: both types of
+    `before`/`after`): the key, the new column (null before it existed), the operation and the file."""
+    rows = []
+    ops = {"r": "I", "c": "I", "u": "U", "d": "D", "t": "T"}
+    for path in folder.rglob("*.parquet"):
+        for record in pq.read_table(path).to_pylist():
+            image = record["after"] or record["before"] or {}
+            rows.append((image.get("product_id"), image.get("weight_g"), ops[record["op"]], path.name))
+    return sorted(rows, key=lambda row: tuple((value is None, value) for value in row))
+
+
+def test_an_envelope_view_is_left_as_it_is_while_files_of_its_new_schema_land(dbt, spark, schema, tmp_path):
+    """A column added at a PostgreSQL source gives a full envelope's `before` and `after` a new field, so the
+    topic's files hold two types of those structs. The files of the new schema (the open group) are read as the
+    folder's catalog table, its structs declared with their field names quoted (Debezium's `source` has fields
+    named `schema` and `table`): a new file changes nothing in the view's SQL, `make run` leaves it as it is, and
+    the view reads every raw file once. (Before, a struct kept the group a list of file names: the view was
+    built again at every run, its SQL growing with the folder.)"""
+    view = f"{schema}_staging.stg_inventory__product"
+    folder = debezium.topic_dir(tmp_path, debezium.PRODUCT)
+    for stage in range(1, debezium.STAGES + 1):
+        debezium.write_stage(tmp_path, stage)
+    evolution.pg_product_weight_column(tmp_path)
+    assert dbt.pipeline(*INVENTORY, landing=tmp_path, schema=schema)
+
+    def view_rows() -> list[tuple]:
+        found = spark.sql(f"select product_id, weight_g, _cdc_op, _cdc_source_file from {view}").collect()
+        return sorted((tuple(r) for r in found), key=lambda row: tuple((value is None, value) for value in row))
+
+    assert view_rows() == raw_product_rows(folder)
+    spark.sql(f"alter view {view} set tblproperties ('test.kept' = 'yes')")
+
+    evolution.pg_product_weight_column(tmp_path, product_id=31, later=60)
+    assert dbt.pipeline(*INVENTORY, landing=tmp_path, schema=schema)
+    assert view_kept(spark, view), "a file of the new schema: the view is left as it is"
+    assert view_rows() == raw_product_rows(folder), "and it reads the new file"
+    products = f"{schema}_current.inventory__product"
+    columns = ["product_id", "name", "price", "in_stock", "weight_g", "_cdc_op", "_cdc_ts"]
+    expected = with_all_columns(replay_topic(folder, "envelope", ["product_id"]), columns)
+    assert_same_table(table_rows(spark, products, ["product_id"], columns), expected, "the new schema's files")
