@@ -2,9 +2,12 @@
 
 PostgreSQL up and seeded, the capture started (initial snapshot, then streaming), a first run that builds
 the live tables from the snapshot (`--full-refresh`), `run --every SECONDS` in a process of its own
-(CDC_LIVE=1, `--select source:shop+`: the live models only), the workload spread over MINUTES, the capture
-drained; the loop stopped after its run in progress and one last run; then the comparison with
-PostgreSQL (`live compare`) and the latency from commit to visible (python_hooks/live/latency.py).
+(CDC_LIVE=1, `--select source:shop+`: the live models only), the workload spread over MINUTES once the loop's
+first run has ended, the capture drained; the loop stopped once a run that started after the drain has ended,
+and one last run (which finds nothing new unless the loop failed); then the comparison with PostgreSQL (`live
+compare`) and the latency from commit to visible (python_hooks/live/latency.py). The latency is a running
+loop's, as a scheduler's is all day: the loop's first run, which starts its JVM (about 50 s on 2 cores), is over
+before the first change commits, and the last changes are applied by the loop, not by a process started for them.
 The live tables' snapshots are dropped first: their history starts again with the fresh database.
 Everything it started is stopped at the end, also on a failure or Ctrl-C: the loop, the capture, the
 database. The live source's folder is emptied first, so the demo starts from a fresh database."""
@@ -13,12 +16,13 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from python_hooks.commands.live_compare import LIVE_MODELS, compare_live, compare_live_snapshots, live_models
@@ -29,6 +33,8 @@ from python_hooks.project.session import Session
 log = logging.getLogger("python_hooks.live")
 
 PAUSE = 0.5  # seconds after each of the workload's random transactions
+LOOP_TIMEOUT = 600  # seconds the demo waits for a run of the loop to end
+RUN_ENDED = re.compile(r"(?:.*\s)?run \d+ (?:succeeded|FAILED) in ")  # python_hooks/commands/loop.py's line
 LIVE_ONLY = ("--select", "source:shop+")  # the runs build the live source's models only
 
 
@@ -64,12 +70,24 @@ def run_demo(config: LiveConfig, every: float, minutes: float, dbt_args: Sequenc
         # tables, whose ledgers name files this fresh capture writes again under the same names.
         if subprocess.run(_pipeline(*LIVE_ONLY, "--full-refresh", *dbt_args)).returncode != 0:
             raise SystemExit("live demo: the first run failed (see above)")
-        loop = subprocess.Popen(_pipeline("--every", str(every), *LIVE_ONLY, *dbt_args))
+        loop = subprocess.Popen(
+            _pipeline("--every", str(every), *LIVE_ONLY, *dbt_args),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        runs = LoopRuns(loop.stdout)
+        if not runs.wait_for(1, LOOP_TIMEOUT):
+            raise SystemExit("live demo: the loop's first run did not end (see its lines above)")
+        log.info("live demo: the loop is up; the workload starts")
         rounds = max(1, int(minutes * 60 / PAUSE))
         workload.run(config, seed, rounds, only_seed=False, pause=PAUSE)
         log.info("live demo: the workload is done; the capture drains")
         capture.drain(config, 120)
-        time.sleep(every)
+        # The run in progress may have listed its folders before the last files landed: the one after it did not.
+        if not runs.wait_for(runs.finished + 2, LOOP_TIMEOUT):
+            log.error("live demo: the loop ended no run after the capture drained; the last run applies the rest")
         loop.send_signal(signal.SIGTERM)  # stops after the run in progress
         loop.wait(timeout=600)
         loop = None
@@ -94,6 +112,35 @@ def run_demo(config: LiveConfig, every: float, minutes: float, dbt_args: Sequenc
                 loop.kill()
         capture.stop(config)
         source.down(config)
+
+
+class LoopRuns:
+    """The loop's lines, copied to this process's output as they come, counting the runs it has ended."""
+
+    def __init__(self, lines: Iterable[str]) -> None:
+        self.finished = 0
+        self._ended = False
+        self._changed = threading.Condition()
+        threading.Thread(target=self._copy, args=(lines,), daemon=True).start()
+
+    def _copy(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            if RUN_ENDED.match(line):
+                with self._changed:
+                    self.finished += 1
+                    self._changed.notify_all()
+        with self._changed:
+            self._ended = True
+            self._changed.notify_all()
+
+    def wait_for(self, runs: int, timeout: float) -> bool:
+        """Whether the loop has ended `runs` runs within `timeout` seconds (False at once if its output ends)."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self.finished >= runs or self._ended, timeout) and (
+                self.finished >= runs
+            )
 
 
 def _stop(signum: int, _frame) -> None:
