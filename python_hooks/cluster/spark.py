@@ -135,6 +135,8 @@ def thrift_settings(config: ClusterConfig, environ: os._Environ[str] | dict[str,
         # The schema exists (create_metastore_schema); this only adds what a newer client may miss.
         "spark.hadoop.datanucleus.schema.autoCreateAll": "true",
         "spark.hadoop.hive.metastore.schema.verification": "false",
+        # An Iceberg table's schema is Iceberg's to check (profiles/profiles.yml says why).
+        "spark.hadoop.hive.metastore.disallow.incompatible.col.type.changes": "false",
         # Iceberg's commit lock heartbeats well within STALE_LOCK_SECONDS.
         "spark.hadoop.iceberg.hive.lock-heartbeat-interval-ms": "30000",
         "spark.sql.parquet.mergeSchema": "true",

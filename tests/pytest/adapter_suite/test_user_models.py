@@ -200,6 +200,32 @@ class TestMaterializationSwitches:
             run_dbt(["run"])
 
 
+class TestIcebergTableReplaced:
+    """A table model on Iceberg is replaced in one statement, as upstream means to (macros/spark/table.sql), though
+    the listing says `Provider: hive`: the table is never missing while a run builds it, it keeps its snapshots
+    (the first run's rows by time travel), and no drop was sent. A view made a table again is still dropped first."""
+
+    @pytest.fixture(scope="class")
+    def models(self):
+        return {"replaced.sql": MODEL_SQL.format(config="materialized='table', file_format='iceberg'", version=1)}
+
+    def test_replaced_not_dropped(self, project):
+        relation = f"{project.test_schema}.replaced"
+        run_dbt(["run"])
+        first = project.run_sql(f"select snapshot_id from {relation}.snapshots", fetch="all")
+        _write_model(project, "replaced", "materialized='table', file_format='iceberg'", 2)
+        _, output = run_dbt_and_capture(["--debug", "run"])
+        assert "drop table" not in output.lower(), "an Iceberg table model is replaced, not dropped"
+        assert _rows(project, relation) == [(2, "v2")]
+        assert len(project.run_sql(f"select snapshot_id from {relation}.snapshots", fetch="all")) == 2
+        assert _rows(project, f"{relation} version as of {first[0][0]}") == [(1, "v1")]
+        _write_model(project, "replaced", "materialized='view'", 3)
+        run_dbt(["run"])
+        _write_model(project, "replaced", "materialized='table', file_format='iceberg'", 4)
+        run_dbt(["run"])
+        assert _rows(project, relation) == [(4, "v4")]
+
+
 @LOCAL_FILES_ONLY
 class TestDropDeletesFiles:
     """A non-Iceberg managed table's folder goes with it when a model drops it (drop_relation.sql: `purge`;
