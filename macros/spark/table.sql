@@ -4,12 +4,12 @@
     `show table extended`'s `Provider: iceberg`, which Iceberg's SparkSessionCatalog on a Hive metastore does not
     print (`Provider: hive`, dbt-labs/dbt-adapters#489; macros/snapshot/snapshot.sql works around the same). So
     every run dropped the project's table models (`purge`: their files deleted) and made them again: for the
-    seconds between, an analyst's query or a snapshot reading one failed on a missing table, and the drop cost a
-    statement (0.7 s for int_shop__customer_versions in the live loop). The one difference from upstream: an
+    seconds between, an analyst's query or a snapshot reading one failed on a missing table. The differences from
+    upstream: an
     existing table is Iceberg when its listing says `Provider: iceberg` or holds Iceberg's `table_type=ICEBERG`
-    property (`cdc_is_iceberg_listed`, no statement). A replaced table keeps its earlier snapshots until `make
-    maintain` expires them (`+cdc_retention`), as every Iceberg table does; an erasure expires them at once for
-    the models that declare the subject (docs/personal-data.md). -#}
+    property (`cdc_is_iceberg_listed`, no statement). The replaced versions are expired right after, their files
+    deleted, as the drop's `purge` deleted them: a table model is rebuilt whole at every run, and a copy per run
+    would pile up until `make maintain`. -#}
 {% materialization table, adapter = 'spark', supported_languages=['sql', 'python'] %}
   {%- set language = model['language'] -%}
   {%- set identifier = model['alias'] -%}
@@ -42,6 +42,14 @@
   {%- call statement('main', language=language) -%}
     {{ create_table_as(False, target_relation, compiled_code, language) }}
   {%- endcall -%}
+
+  {% if is_iceberg %}
+    {#- The replaced versions go at once, their files with them, as the drop's `purge` did: a table model is
+        rebuilt whole at every run, and a copy per run would pile up until `make maintain`. -#}
+    {% set now = modules.datetime.datetime.utcnow().strftime('%Y-%m-%d %H:%M:%S.%f') ~ '+00:00' %}
+    {% do cdc_execute("call spark_catalog.system.expire_snapshots(table => " ~ cdc_sql_string(target_relation | string)
+        ~ ", older_than => timestamp " ~ cdc_sql_string(now) ~ ", retain_last => 1)") %}
+  {% endif %}
 
   {% set should_revoke = should_revoke(old_relation, full_refresh_mode=True) %}
   {% do apply_grants(target_relation, grant_config, should_revoke) %}
