@@ -164,8 +164,13 @@ def pg_product_weight_column(landing: Path, product_id: int = 30, later: int = 0
     events = [e for path in folder.glob("partition=*/*.parquet") for e in pq.ParquetFile(path).read().to_pylist()]
     lsn = max(e["source"]["lsn"] for e in events) + 4_096
     commit = int(DDL_TIME.timestamp() * 1000) + 5_000 + later * 1000
-    created = {"product_id": product_id, "name": "Dosing cup", "price": Decimal("12.00"), "in_stock": True}
-    created["weight_g"] = 80
+    created = {
+        "product_id": product_id,
+        "name": "Dosing cup",
+        "price": Decimal("12.00"),
+        "in_stock": True,
+        "weight_g": 80,
+    }
     updated = {**created, "price": Decimal("11.00")}
 
     def record(op: str, before: dict | None, after: dict | None, n: int) -> dict:

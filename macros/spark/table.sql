@@ -5,11 +5,10 @@
     print (`Provider: hive`, dbt-labs/dbt-adapters#489; macros/snapshot/snapshot.sql works around the same). So
     every run dropped the project's table models (`purge`: their files deleted) and made them again: for the
     seconds between, an analyst's query or a snapshot reading one failed on a missing table. The differences from
-    upstream: an
-    existing table is Iceberg when its listing says `Provider: iceberg` or holds Iceberg's `table_type=ICEBERG`
-    property (`cdc_is_iceberg_listed`, no statement). The replaced versions are expired right after, their files
-    deleted, as the drop's `purge` deleted them: a table model is rebuilt whole at every run, and a copy per run
-    would pile up until `make maintain`. -#}
+    upstream: an existing table is Iceberg when its listing says `Provider: iceberg` or holds Iceberg's
+    `table_type=ICEBERG` property (`cdc_is_iceberg_listed`, no statement), and the replaced versions are expired
+    right after, their files deleted, as the drop's `purge` deleted them: a table model is rebuilt whole at every
+    run, and a copy per run would pile up until `make maintain`. -#}
 {% materialization table, adapter = 'spark', supported_languages=['sql', 'python'] %}
   {%- set language = model['language'] -%}
   {%- set identifier = model['alias'] -%}
