@@ -421,9 +421,10 @@
 
 {% macro cdc_ddl_type(data_type) -%}
     {#- A type as Spark prints it (`describe`: struct<id:int,tags:array<string>>) as a table's DDL declares it,
-        every struct field name quoted (struct<`id`:int,`tags`:array<string>>), so that a field named as a
-        keyword (Debezium's source.schema, source.table) parses. None when a field name is not a plain
-        identifier (letters, digits, underscores): in Spark's print it cannot be told from the type's syntax. -#}
+        every struct field name quoted (struct<`id`:int,`tags`:array<string>>), as the project quotes every
+        identifier it declares (Spark's parser also takes these plain names unquoted, keywords such as Debezium's
+        source.schema and source.table included). None when a field name is not a plain identifier (letters,
+        digits, underscores): in Spark's print it cannot be told from the type's syntax. -#}
     {%- set quoted = modules.re.sub('([<,])([A-Za-z_][A-Za-z0-9_]*):', '\\1`\\2`:', data_type) -%}
     {{ return(quoted if quoted.count(':') == quoted.count('`:') else none) }}
 {%- endmacro %}

@@ -337,9 +337,9 @@ def test_an_envelope_view_is_left_as_it_is_while_files_of_its_new_schema_land(db
     """A column added at a PostgreSQL source gives a full envelope's `before` and `after` a new field, so the
     topic's files hold two types of those structs. The files of the new schema (the open group) are read as the
     folder's catalog table, its structs declared with their field names quoted (Debezium's `source` has fields
-    named `schema` and `table`): a new file changes nothing in the view's SQL, `make run` leaves it as it is, and
-    the view reads every raw file once. (Before, a struct kept the group a list of file names: the view was
-    built again at every run, its SQL growing with the folder.)"""
+    named as keywords, `schema` and `table`): a new file changes nothing in the view's SQL, `make run` leaves it as
+    it is, and the view reads every raw file once. (Before, a struct kept the group a list of file names: the view
+    was built again at every run, its SQL growing with the folder.)"""
     view = f"{schema}_staging.stg_inventory__product"
     folder = debezium.topic_dir(tmp_path, debezium.PRODUCT)
     for stage in range(1, debezium.STAGES + 1):
