@@ -3,8 +3,8 @@
     `show table extended` (dbt-spark's relation cache) reports an Iceberg table as `Provider: hive`, so the
     second run fails with "The existing table ... is in another format than 'delta' or 'iceberg' or 'hudi'".
     Differences from upstream, nothing else:
-      1. an existing table's format is read from `describe table extended` (its `Provider` row), which
-         reports `iceberg` for Iceberg tables;
+      1. an existing table is Iceberg when its listing holds Iceberg's `table_type=ICEBERG` property
+         (`cdc_is_iceberg_listed`), else its format is read from `describe table extended` (its `Provider` row);
       2. the staging relation is a cached session temporary view: never an Iceberg view in the
          metastore (see apache/iceberg#15490), never left behind in the `default` schema, and its
          query (the snapshot's source, the snapshot's current rows) runs once, not once per use;
@@ -149,7 +149,11 @@
 
 
 {% macro snapshot_relation_with_table_format(relation) %}
-    {#- The relation with is_iceberg / is_delta / is_hudi set from the table's own metadata. -#}
+    {#- The relation with is_iceberg / is_delta / is_hudi set: Iceberg from dbt's listing when it says so
+        (`cdc_is_iceberg_listed`, macros/spark/table.sql: no statement), else from the table's own metadata. -#}
+    {%- if cdc_is_iceberg_listed(relation) -%}
+        {{ return(relation.incorporate(is_iceberg=true)) }}
+    {%- endif -%}
     {#- A namespace: a plain `set` inside the loop would be forgotten after it (Jinja's loop scope). -#}
     {%- set found = namespace(provider=none) -%}
     {%- for row in run_query('describe table extended ' ~ relation).rows -%}
@@ -157,15 +161,10 @@
             {%- set found.provider = (row[1] or '') | lower -%}
         {%- endif -%}
     {%- endfor -%}
-    {%- set provider = found.provider -%}
-    {%- if provider is none and relation.information -%}
-        {#- Without a Provider row: the Hive metastore's table_type property of an Iceberg table. -#}
-        {%- set provider = 'iceberg' if 'table_type=ICEBERG' in relation.information else 'hive' -%}
-    {%- endif -%}
     {{ return(relation.incorporate(
-        is_iceberg=relation.is_iceberg or provider == 'iceberg',
-        is_delta=relation.is_delta or provider == 'delta',
-        is_hudi=relation.is_hudi or provider == 'hudi',
+        is_iceberg=relation.is_iceberg or found.provider == 'iceberg',
+        is_delta=relation.is_delta or found.provider == 'delta',
+        is_hudi=relation.is_hudi or found.provider == 'hudi',
     )) }}
 {% endmacro %}
 
