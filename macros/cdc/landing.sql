@@ -151,6 +151,14 @@
 {%- endmacro %}
 
 
+{% macro cdc_planned_without_delete(model_name) -%}
+    {#- True when the hooks read every file of the run's plan for `model_name` and none holds a delete
+        (python_hooks/landing/validation.py: holds_delete): the batch's fill then needs none of the rules
+        that follow a delete, and takes one pass (unchanged.sql). -#}
+    {{ return(cdc_run_plan().get(model_name, {}).get('no_delete', false)) }}
+{%- endmacro %}
+
+
 {% macro cdc_planned_state(model_name) -%}
     {#- The table's state as the hooks read it this run, for every planned table in one query
         (python_hooks/project/iceberg.py: table_states; the same as cdc_table_state, publish.sql), or

@@ -11,10 +11,11 @@
          batch, else its stored row), across partitions and files of the batch;
       3. else, when no delete of the key came before in the batch, the table's stored row.
 
-    Rules 1 and 2 follow each other through FILL_PASSES rounds (a key changed, then updated or changed
-    again, in one batch). A placeholder still there after that (the old key's value is nowhere: its
-    table was built after the change, its delete landed in another batch, or the chain is longer) is
-    refused, in words, before anything is written. A source without the setting is read as before: no
+    Rules 1 and 2 follow each other through two rounds (a key changed, then updated or changed again, in
+    one batch); a batch of the run's plan none of whose files holds a delete takes rules 1 and 3 in one
+    round (cdc_planned_without_delete). A placeholder still there after that (the old key's value is
+    nowhere: its table was built after the change, its delete landed in another batch, or the chain is
+    longer) is refused, in words, before anything is written. A source without the setting is read as before: no
     window, no join, no extra statement; so is a batch of the run's plan none of whose files holds the
     placeholder, which the hooks found reading them (cdc_planned_without_placeholder). The MERGE's update
     keeps the row's value for a placeholder too (cdc_unchanged_update_value), which after the fill only a
@@ -52,12 +53,15 @@
 {%- endmacro %}
 
 
-{% macro cdc_fill_unchanged_sql(batch_sql, columns, unchanged, keys, stored=none, stored_columns=[], table='') %}
+{% macro cdc_fill_unchanged_sql(batch_sql, columns, unchanged, keys, stored=none, stored_columns=[], table='', deletes=true) %}
     {#- The batch's events with each placeholder replaced by the value the row had (the rules at the
         top of this file); an unresolvable one raises an error naming the table, the key, the column
         and the file. `stored`: the current-state table (none on a full build: every file is in the
-        batch), `stored_columns` its columns. -#}
-    {%- set passes = 2 -%}
+        batch), `stored_columns` its columns. `deletes`: false when the batch surely holds no delete (the
+        hooks read its files: cdc_planned_without_delete); then no key has a segment after a delete and no
+        create follows a delete of another key, so rules 1 and 3 alone decide, and one pass decides what
+        two would: the segment is 0, rule 2 is left out, and the same placeholders are refused. -#}
+    {%- set passes = 2 if deletes else 1 -%}
     {%- set filled = [] -%}
     {%- for column in columns if column in unchanged and column | lower not in keys | map('lower') | list -%}
         {%- do filled.append(column) -%}
@@ -67,11 +71,15 @@
         select
             batch.*,
             {#- deletes of the key before this change in the batch: a key's "segment" -#}
+            {%- if not deletes %}
+            0 as _cdc_fill_segment,
+            {%- else %}
             count_if(batch._cdc_op = 'D') over (
                 partition by {% for key in keys %}batch.{{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %}
                 order by batch._cdc_ts, batch._cdc_seq, batch._cdc_source_file
                 rows between unbounded preceding and 1 preceding
             ) as _cdc_fill_segment,
+            {%- endif %}
             {{ 'stored._cdc_fill_stored' if stored is not none else 'false' }} as _cdc_fill_stored
             {%- for column in filled %},
             {%- if stored is not none and column | lower in known %}
@@ -92,16 +100,16 @@
     {%- endset -%}
     {%- set state = namespace(sql=sql) -%}
     {%- for pass in range(passes) -%}
-        {%- set state.sql = cdc_fill_pass_sql(state.sql, columns, filled, unchanged, keys, loop.last, table) -%}
+        {%- set state.sql = cdc_fill_pass_sql(state.sql, columns, filled, unchanged, keys, loop.last, table, deletes) -%}
     {%- endfor -%}
     {{ return('select ' ~ cdc_fill_column_list(columns) ~ ' from (' ~ state.sql ~ ') as filled') }}
 {% endmacro %}
 
 
-{% macro cdc_fill_pass_sql(sql, columns, filled, unchanged, keys, last, table) %}
+{% macro cdc_fill_pass_sql(sql, columns, filled, unchanged, keys, last, table, deletes=true) %}
     {#- One round of rules 1 and 2 (and 3) over `sql` (the batch with its segment and stored values):
         a placeholder resolved; one not resolved stays for the next round, or on the `last` round
-        raises the refusal. -#}
+        raises the refusal. Without `deletes` (the batch holds none), rule 2 has nothing to follow. -#}
     {%- set order = 'order by _cdc_ts, _cdc_seq, _cdc_source_file' -%}
     {%- set by_key -%}{% for key in keys %}{{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %}{%- endset -%}
         with
@@ -123,6 +131,7 @@
                 {%- endfor %}
             from ({{ sql }}) as events
 
+        {%- if deletes %}
         ),
 
         departed as (
@@ -138,6 +147,7 @@
             from events
             where _cdc_op = 'D'
             group by _cdc_ts, _cdc_seq
+        {%- endif %}
 
         )
 
@@ -148,7 +158,9 @@
             case
                 when events.{{ cdc_quote(column) }} = {{ unchanged[column] }} and events._cdc_op in ('I', 'U') then coalesce(
                     events._cdc_fill_previous_{{ i }},
+                    {%- if deletes %}
                     if(events._cdc_op = 'I', departed._cdc_fill_departed_{{ i }}, null),
+                    {%- endif %}
                     {#- 3 -#}
                     if(events._cdc_fill_segment = 0 and events._cdc_fill_stored, events._cdc_fill_stored_{{ i }}, null),
                     {%- if not last %}
@@ -174,8 +186,10 @@
             events._cdc_fill_stored_{{ loop.index }}
             {%- endfor %}
         from events
+        {%- if deletes %}
         left join departed
             on departed._cdc_ts = events._cdc_ts and departed._cdc_seq = events._cdc_seq and events._cdc_op = 'I'
+        {%- endif %}
 {% endmacro %}
 
 

@@ -22,9 +22,11 @@ shape), it counts nothing, and the batch's validation in Spark, which runs on ev
 this side may miss a bad event, never refuses a good one. `tests/pytest/test_validation_pinned.py` holds
 the two sides together (the same counts on the same hostile files, for every producer).
 
-Beside the checks, one fact the batch plans from: whether a file holds its source's placeholder for a value
+Beside the checks, two facts the batch plans from: whether a file holds its source's placeholder for a value
 not sent (`holds_value`, meta.cdc_unchanged_value): a batch none of whose files holds it skips the fill
-(macros/cdc/unchanged.sql). Where this side cannot tell, it says the file holds it.
+(macros/cdc/unchanged.sql); and, for such a source, whether a file holds a delete (`holds_delete`): a batch
+with none fills by its rules that need no delete, in one pass. Where this side cannot tell, it says the file
+holds it.
 """
 
 from __future__ import annotations
@@ -224,6 +226,17 @@ def holds_value(rows: pa.Table, value: str) -> bool:
         return pa.types.is_nested(kind) or pa.types.is_union(kind)
 
     return any(holds(column) for column in rows.columns)
+
+
+def holds_delete(rows: pa.Table, producer: str) -> bool:
+    """Whether any event of `rows` is a delete as staging reads its operation (`_cdc_op` = 'D'); True also where
+    this side cannot tell, so that False is sure: a batch of such rows deletes no key, and its fill needs none of
+    the rules that follow a delete (macros/cdc/unchanged.sql: cdc_fill_unchanged_sql)."""
+    try:
+        operation = _operations(producer, _by_lower(rows), rows.num_rows)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return True
+    return operation is None or bool(pc.any(pc.fill_null(pc.equal(operation, "D"), False)).as_py())
 
 
 def kafka_named(file_name: str) -> bool:

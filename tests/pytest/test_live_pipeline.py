@@ -76,6 +76,15 @@ def _compare(dbt, live: Live, schema: str) -> tuple[list, list]:
         return compare_live(live.config, common, session=session), compare_live_snapshots(session, live.config)
 
 
+_TWO_DOCUMENTS = "select document_id from shop.document order by document_id limit 2"
+_REVISE = "update shop.document set revision = revision + 1 where document_id = %s"
+
+
+def _node_sql(profile: SqlProfile, table) -> list[str]:
+    """The statements the current-state node of a live table (`TABLES`) sent."""
+    return [s.sql for s in profile.statements if s.node.endswith(f".shop__{table.name}")]
+
+
 def _plain(value):
     """A value as it compares across runs: an array as a tuple."""
     return tuple(value) if isinstance(value, list) else value
@@ -164,11 +173,37 @@ def test_every_live_table_equals_postgresql_after_the_pipeline(dbt, spark, live:
     }
     assert fills == holds, (fills, holds)
     assert set(holds.values()) == {True, False}, holds  # both kinds of batch ran
+    # The workload deletes a document: that batch fills by every rule, in two passes (rule 2 follows a delete).
+    assert any("_cdc_fill_departed" in sql for sql in _node_sql(profile, DOCUMENT))
     recordings.append(_recording(spark, schema))
     results, snapshots = _compare(dbt, live, schema)
     assert [r.line() for r in results if not r.equal] == []
     assert {r.table for r in results} == {"customer", "order_line", "document"}
     assert all(r.source_rows == r.lake_rows > 0 for r in results)
+
+    # A batch with the placeholder and no delete, which the hooks find reading its files, fills in one pass,
+    # without the rules that follow a delete: a body left alone by two updates (the table's value), and one
+    # replaced, then left alone (the batch's earlier value).
+    with psycopg.connect(live.config.conninfo(), autocommit=True) as connection:
+        kept, replaced = (row[0] for row in connection.execute(_TWO_DOCUMENTS))
+        with connection.transaction():
+            for document_id in (kept, kept):
+                connection.execute(_REVISE, (document_id,))
+            connection.execute("update shop.document set body = %s where document_id = %s", ("z" * 7000, replaced))
+            connection.execute(_REVISE, (replaced,))
+    live.cli("drain")
+    profile = SqlProfile()
+    dbt._runner.callbacks.append(profile)
+    try:
+        assert dbt.pipeline("--select", "source:shop+", landing=landing, schema=schema)
+    finally:
+        dbt._runner.callbacks.remove(profile)
+    filled = _node_sql(profile, DOCUMENT)
+    assert any("_cdc_fill_segment" in sql for sql in filled), "the batch holds the placeholder: it fills"
+    assert not any("_cdc_fill_departed" in sql for sql in filled), "no delete in the batch: one pass"
+    recordings.append(_recording(spark, schema))
+    results, _ = _compare(dbt, live, schema)
+    assert [r.line() for r in results if not r.equal] == []
 
     # What the comparison covered is in the files: a truncate in the envelope, a placeholder in a flat topic.
     lines = [e["record"] for e in read_events(live.topic_dir(ORDER_LINE))]

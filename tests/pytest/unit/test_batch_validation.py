@@ -344,3 +344,50 @@ def test_refused_files_says_whether_a_batch_holds_its_sources_placeholder(tmp_pa
     placeholders = {}
     refused_files(_table("debezium", folder=folder), files, placeholders=placeholders)
     assert placeholders == {}, "a source without a placeholder: nothing to say"
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_delete_is_found_as_staging_reads_the_operation(seed):
+    """holds_delete over random operations of every producer's spelling: False only where no event is a delete
+    as staging reads its operation (`_dms_operation`, `_debezium_operation` above, row by row); an operation
+    column of a type this side does not compare says it holds one."""
+    from python_hooks.landing.validation import holds_delete
+
+    chooser = random.Random(seed)
+    producer = chooser.choice(["dms", "debezium_flattened", "debezium_envelope"])
+    spellings = OPERATIONS if producer == "dms" else DEBEZIUM_OPERATIONS
+    operations = [chooser.choice(spellings) for _ in range(chooser.randint(1, 6))]
+    if chooser.random() < 0.5:  # most batches of a live source hold no delete
+        operations = [o for o in operations if o is None or o.strip(" ").lower() != "d"] or ["u"]
+    column = {"dms": "Op", "debezium_flattened": "__op", "debezium_envelope": "op"}[producer]
+    rows = pa.table({"id": list(range(len(operations))), column: pa.array(operations, pa.string())})
+    read = _dms_operation if producer == "dms" else _debezium_operation
+    assert holds_delete(rows, producer) == any(read(o) == "D" for o in operations), (producer, operations)
+    other_type = pa.table({"id": [1], column: pa.array([4.0], pa.float64())})
+    assert holds_delete(other_type, producer), "an operation of another type: Spark decides, so it may be a delete"
+    if producer == "dms":  # a full load's file has no operation: every event is an insert
+        assert not holds_delete(pa.table({"id": [1, 2]}), producer)
+
+
+def test_refused_files_says_whether_a_batch_holds_a_delete(tmp_path):
+    """The other fact the fill plans from: for a table whose source has a placeholder, whether any file of the
+    batch holds a delete, whichever round or thread read it; nothing for a source without a placeholder."""
+    from dataclasses import replace
+
+    from python_hooks.landing.files import raw_files
+
+    folder = tmp_path / "document"
+    folder.mkdir()
+    for n in range(5):
+        rows = {"id": [n, n], "body": [PLACEHOLDER, "more"], "__op": ["u", "d" if n == 3 else "c"],
+                "__source_ts_ms": [1, 2], "__source_lsn": [7, 8]}  # fmt: skip
+        pq.write_table(pa.table(rows), folder / f"shop.document+0+{n:010d}.snappy.parquet")
+    files = raw_files(Location.parse(str(folder)), "debezium_flattened")
+    table = replace(_table("debezium_flattened", folder=folder), unchanged_value=PLACEHOLDER)
+    for batch, holds in ((files, True), (files[:3], False), (files[3:4], True), (files[4:], False)):
+        deletes = {}
+        assert refused_files(table, batch, placeholders={}, deletes=deletes) == []
+        assert deletes == {"m": holds}
+    deletes = {}
+    refused_files(_table("debezium_flattened", folder=folder), files, placeholders={}, deletes=deletes)
+    assert deletes == {}, "a source without a placeholder: nothing to say"
