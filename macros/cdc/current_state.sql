@@ -174,7 +174,7 @@ from {{ events }}
             else '(select * from ' ~ target ~ ' version as of ' ~ stored_snapshot ~ ')' -%}
         {%- set batch_sql = cdc_fill_unchanged_sql(batch_sql, batch_columns | map(attribute='name') | list, unchanged, keys,
             stored=stored, stored_columns=[] if stored is none else cdc_column_names(stored),
-            table=target.identifier, deletes=not (from_plan and cdc_planned_without_delete(target.identifier))) -%}
+            table=target.identifier, one_round=from_plan and cdc_planned_fill_one_round(target.identifier)) -%}
     {%- endif -%}
     {#- The batch's change events, as a subquery the merge reads once (no view: nothing to create
         or drop); none when nothing is new (no raw file is read). `counted`: the listing counted each

@@ -151,11 +151,11 @@
 {%- endmacro %}
 
 
-{% macro cdc_planned_without_delete(model_name) -%}
-    {#- True when the hooks read every file of the run's plan for `model_name` and none holds a delete
-        (python_hooks/landing/validation.py: holds_delete): the batch's fill then needs none of the rules
-        that follow a delete, and takes one pass (unchanged.sql). -#}
-    {{ return(cdc_run_plan().get(model_name, {}).get('no_delete', false)) }}
+{% macro cdc_planned_fill_one_round(model_name) -%}
+    {#- True when the hooks read every file of the run's plan for `model_name` and no delete among them can
+        change what the fill finds (python_hooks/landing/validation.py: FillFacts): the batch's fill then
+        takes one round (unchanged.sql). -#}
+    {{ return(cdc_run_plan().get(model_name, {}).get('fill_one_round', false)) }}
 {%- endmacro %}
 
 

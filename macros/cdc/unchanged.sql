@@ -12,14 +12,14 @@
       3. else, when no delete of the key came before in the batch, the table's stored row.
 
     Rules 1 and 2 follow each other through two rounds (a key changed, then updated or changed again, in
-    one batch); a batch of the run's plan none of whose files holds a delete takes rules 1 and 3 in one
-    round (cdc_planned_without_delete). A placeholder still there after that (the old key's value is
-    nowhere: its table was built after the change, its delete landed in another batch, or the chain is
-    longer) is refused, in words, before anything is written. A source without the setting is read as before: no
-    window, no join, no extra statement; so is a batch of the run's plan none of whose files holds the
-    placeholder, which the hooks found reading them (cdc_planned_without_placeholder). The MERGE's update
-    keeps the row's value for a placeholder too (cdc_unchanged_update_value), which after the fill only a
-    re-delivery can meet. -#}
+    one batch); a batch of the run's plan none of whose deletes can change what the rules find takes
+    rules 1 and 3 in one round (cdc_planned_fill_one_round). A placeholder still there after that (the
+    old key's value is nowhere: its table was built after the change, its delete landed in another batch,
+    or the chain is longer) is refused, in words, before anything is written. A source without the
+    setting is read as before: no window, no join, no extra statement; so is a batch of the run's plan
+    none of whose files holds the placeholder, which the hooks found reading them
+    (cdc_planned_without_placeholder). The MERGE's update keeps the row's value for a placeholder too
+    (cdc_unchanged_update_value), which after the fill only a re-delivery can meet. -#}
 
 {% macro cdc_unchanged_value(source_node) -%}
     {#- The source's placeholder for a value it did not send (`meta.cdc_unchanged_value` on the table or
@@ -53,15 +53,16 @@
 {%- endmacro %}
 
 
-{% macro cdc_fill_unchanged_sql(batch_sql, columns, unchanged, keys, stored=none, stored_columns=[], table='', deletes=true) %}
+{% macro cdc_fill_unchanged_sql(batch_sql, columns, unchanged, keys, stored=none, stored_columns=[], table='', one_round=false) %}
     {#- The batch's events with each placeholder replaced by the value the row had (the rules at the
         top of this file); an unresolvable one raises an error naming the table, the key, the column
         and the file. `stored`: the current-state table (none on a full build: every file is in the
-        batch), `stored_columns` its columns. `deletes`: false when the batch surely holds no delete (the
-        hooks read its files: cdc_planned_without_delete); then no key has a segment after a delete and no
-        create follows a delete of another key, so rules 1 and 3 alone decide, and one pass decides what
-        two would: the segment is 0, rule 2 is left out, and the same placeholders are refused. -#}
-    {%- set passes = 2 if deletes else 1 -%}
+        batch), `stored_columns` its columns. `one_round`: the hooks found, reading the batch's files, that no
+        key has both a delete and an insert or update in it and no create shares its commit time with a delete
+        (cdc_planned_fill_one_round); then every insert or update is in its key's first segment and rule 2
+        finds nothing, so rules 1 and 3 in one round decide what two rounds of all three would: the segment is
+        0, rule 2 is left out, and the same placeholders are refused. -#}
+    {%- set passes = 1 if one_round else 2 -%}
     {%- set filled = [] -%}
     {%- for column in columns if column in unchanged and column | lower not in keys | map('lower') | list -%}
         {%- do filled.append(column) -%}
@@ -71,7 +72,7 @@
         select
             batch.*,
             {#- deletes of the key before this change in the batch: a key's "segment" -#}
-            {%- if not deletes %}
+            {%- if one_round %}
             0 as _cdc_fill_segment,
             {%- else %}
             count_if(batch._cdc_op = 'D') over (
@@ -100,16 +101,16 @@
     {%- endset -%}
     {%- set state = namespace(sql=sql) -%}
     {%- for pass in range(passes) -%}
-        {%- set state.sql = cdc_fill_pass_sql(state.sql, columns, filled, unchanged, keys, loop.last, table, deletes) -%}
+        {%- set state.sql = cdc_fill_pass_sql(state.sql, columns, filled, unchanged, keys, loop.last, table, one_round) -%}
     {%- endfor -%}
     {{ return('select ' ~ cdc_fill_column_list(columns) ~ ' from (' ~ state.sql ~ ') as filled') }}
 {% endmacro %}
 
 
-{% macro cdc_fill_pass_sql(sql, columns, filled, unchanged, keys, last, table, deletes=true) %}
+{% macro cdc_fill_pass_sql(sql, columns, filled, unchanged, keys, last, table, one_round=false) %}
     {#- One round of rules 1 and 2 (and 3) over `sql` (the batch with its segment and stored values):
         a placeholder resolved; one not resolved stays for the next round, or on the `last` round
-        raises the refusal. Without `deletes` (the batch holds none), rule 2 has nothing to follow. -#}
+        raises the refusal. `one_round` (cdc_fill_unchanged_sql): rule 2 finds nothing, and is left out. -#}
     {%- set order = 'order by _cdc_ts, _cdc_seq, _cdc_source_file' -%}
     {%- set by_key -%}{% for key in keys %}{{ cdc_quote(key) }}{{ ', ' if not loop.last }}{% endfor %}{%- endset -%}
         with
@@ -131,7 +132,7 @@
                 {%- endfor %}
             from ({{ sql }}) as events
 
-        {%- if deletes %}
+        {%- if not one_round %}
         ),
 
         departed as (
@@ -158,7 +159,7 @@
             case
                 when events.{{ cdc_quote(column) }} = {{ unchanged[column] }} and events._cdc_op in ('I', 'U') then coalesce(
                     events._cdc_fill_previous_{{ i }},
-                    {%- if deletes %}
+                    {%- if not one_round %}
                     if(events._cdc_op = 'I', departed._cdc_fill_departed_{{ i }}, null),
                     {%- endif %}
                     {#- 3 -#}
@@ -186,7 +187,7 @@
             events._cdc_fill_stored_{{ loop.index }}
             {%- endfor %}
         from events
-        {%- if deletes %}
+        {%- if not one_round %}
         left join departed
             on departed._cdc_ts = events._cdc_ts and departed._cdc_seq = events._cdc_seq and events._cdc_op = 'I'
         {%- endif %}

@@ -155,12 +155,12 @@ def run_hooks(
         plan = waiting.plan if single_writer else {}
         # Before anything is changed (a new column first): every file a batch is about to read, read whole,
         # a file Spark could not read or whose events the batch would refuse is refused in words.
-        refused, batches, footers, placeholders, deletes = {}, {}, {}, {}, {}
+        refused, batches, footers, placeholders, one_round = {}, {}, {}, {}, {}
         for table in tables:
             if table.model in idle or not is_listed_here(table.folder):
                 continue
             batches[table.model] = batch_files(table, waiting.plan, listings[table.identifier], rebuild)
-            problems = refused_files(table, batches[table.model], footers, placeholders, deletes)
+            problems = refused_files(table, batches[table.model], footers, placeholders, one_round)
             if problems:
                 refused[table.model] = problems
         result = evolve(
@@ -185,9 +185,9 @@ def run_hooks(
                 if not rebuild and placeholders.get(table.model) is False:
                     # no file of the batch (the plan's) holds the source's placeholder: the batch skips the fill
                     entry["no_placeholder"] = True
-                elif not rebuild and deletes.get(table.model) is False:
-                    # the batch fills without the rules that follow a delete, in one pass
-                    entry["no_delete"] = True
+                elif not rebuild and one_round.get(table.model):
+                    # no delete of the batch can change what its fill finds: it fills in one round
+                    entry["fill_one_round"] = True
         if plan and not rebuild:  # each planned table's state, for all in one query (its batch need not ask)
             _plan_states(warehouse, tables, plan, result.blocked_models)
         for table in tables:

@@ -55,7 +55,7 @@ from python_hooks.evolution.plan import (
 )
 from python_hooks.evolution.types import normalize_type, spark_type
 from python_hooks.landing.files import is_listed_here, raw_files
-from python_hooks.landing.validation import PooledChecks, holds_delete, holds_value
+from python_hooks.landing.validation import FillFacts, PooledChecks, holds_value
 from python_hooks.project import faults
 from python_hooks.project.meta import RAW_FILE_GROUPS, SCHEMA_EVOLUTION_LOG
 from python_hooks.project.sql import quoted_relation
@@ -292,7 +292,7 @@ def refused_files(
     files: Sequence[RawFile],
     footers: dict[str, pa.Schema] | None = None,
     placeholders: dict[str, bool] | None = None,
-    deletes: dict[str, bool] | None = None,
+    one_round: dict[str, bool] | None = None,
 ) -> list[str]:
     """One refusal per file of `files` that pyarrow cannot read whole (`read_pages`: gone since it was
     listed, permission denied, a footer or a page that does not decode), in the words of a footer the
@@ -303,21 +303,21 @@ def refused_files(
     `footers`: filled with each file read whole's footer schema, by location string (`evolve` then reads
     none of them again). `placeholders`: for a table whose source has a placeholder for a value it did not
     send (`CdcTable.unchanged_value`), set to whether any of the files holds it (landing/validation.py:
-    `holds_value`); `deletes`: for such a table, whether any of the files holds a delete (`holds_delete`)."""
+    `holds_value`); `one_round`: for such a table, whether the fill of a batch of the files takes one round
+    (`FillFacts`)."""
     problems: dict[int, list[str]] = {}
     checks = PooledChecks(table)
     paths = [location(file) for file in files]
     value = table.unchanged_value if placeholders is not None else None
     held: list[bool] = []  # appended to by the reading threads (list.append is atomic)
-    deleted: list[bool] = []
-    producer = table.producer
+    facts = FillFacts(table) if value and one_round is not None else None
 
     def each_group(reading) -> Callable[[pa.Table], None]:
         def add(rows: pa.Table) -> None:
             if value and not held and holds_value(rows, value):
                 held.append(True)
-            if value and deletes is not None and not deleted and holds_delete(rows, producer):
-                deleted.append(True)
+            if facts is not None:
+                facts.add(rows)
             reading.add(rows)
 
         return add if value else reading.add
@@ -341,8 +341,8 @@ def refused_files(
                     footers[str(paths[index])] = schema
     if value:
         placeholders[table.model] = bool(held)
-        if deletes is not None:
-            deletes[table.model] = bool(deleted)
+        if facts is not None:
+            one_round[table.model] = facts.one_round()
     for index, failures in checks.failures().items():
         problems[index] = [
             f"{table.model} (source {table.source}): raw file {paths[index]}: {failure}: a batch refuses such"

@@ -24,14 +24,15 @@ the two sides together (the same counts on the same hostile files, for every pro
 
 Beside the checks, two facts the batch plans from: whether a file holds its source's placeholder for a value
 not sent (`holds_value`, meta.cdc_unchanged_value): a batch none of whose files holds it skips the fill
-(macros/cdc/unchanged.sql); and, for such a source, whether a file holds a delete (`holds_delete`): a batch
-with none fills by its rules that need no delete, in one pass. Where this side cannot tell, it says the file
-holds it.
+(macros/cdc/unchanged.sql); and, for such a source, whether the fill's rules that follow a delete can change a
+value (`FillFacts`): a batch where they cannot fills in one round. Where this side cannot tell, it says the file
+holds the placeholder, and the rules may.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -228,15 +229,119 @@ def holds_value(rows: pa.Table, value: str) -> bool:
     return any(holds(column) for column in rows.columns)
 
 
-def holds_delete(rows: pa.Table, producer: str) -> bool:
-    """Whether any event of `rows` is a delete as staging reads its operation (`_cdc_op` = 'D'); True also where
-    this side cannot tell, so that False is sure: a batch of such rows deletes no key, and its fill needs none of
-    the rules that follow a delete (macros/cdc/unchanged.sql: cdc_fill_unchanged_sql)."""
-    try:
-        operation = _operations(producer, _by_lower(rows), rows.num_rows)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        return True
-    return operation is None or bool(pc.any(pc.fill_null(pc.equal(operation, "D"), False)).as_py())
+# How many events of a batch FillFacts keeps keys and commit times of; a batch of more fills in two rounds.
+FILL_FACTS_MAX_EVENTS = 200_000
+
+
+@dataclass
+class FillFacts:
+    """What a batch's fill of its source's placeholder (macros/cdc/unchanged.sql) needs to know of its deletes,
+    gathered over the row groups of its files (`add`, from the reading threads). The fill's rules that follow a
+    delete (a key's segment after its delete, rule 2's create of a key change) can change a value only when a key
+    has both a delete and an insert or update in the batch, or a create shares its commit time with a delete (a key
+    change's create shares the delete's position, whose first part is the commit time). Without either, one round
+    of rules 1 and 3 decides what two rounds of all three would (`one_round`), and so it does for a batch with no
+    delete at all. Keys and commit times are compared as the files hold them, where staging reads them so that
+    equal values stay equal and different ones different (integers and texts, a Debezium commit time in
+    milliseconds); for any other (a key of another type or one staging decodes, meta.debezium_types; a DMS file's
+    commit time; more than FILL_FACTS_MAX_EVENTS events) this side cannot tell, and a batch with a delete takes
+    two rounds."""
+
+    table: CdcTable
+    deletes: bool = False
+    undecided: bool = False
+    events: int = 0
+    key_kinds: set = field(default_factory=set)  # (key index, integer or text): one kind per key column
+    deleted_keys: set = field(default_factory=set)
+    changed_keys: set = field(default_factory=set)
+    delete_times: set = field(default_factory=set)
+    create_times: set = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, group: pa.Table) -> None:
+        try:
+            self._add(group)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            with self.lock:
+                self.deletes = self.undecided = True
+
+    def one_round(self) -> bool:
+        """Whether the batch's fill takes one round (see the class)."""
+        with self.lock:
+            if not self.deletes:
+                return True
+            return not (
+                self.undecided or self.deleted_keys & self.changed_keys or self.delete_times & self.create_times
+            )
+
+    def _add(self, group: pa.Table) -> None:
+        columns = _by_lower(group)
+        producer = self.table.producer
+        operation = _operations(producer, columns, group.num_rows)
+        if operation is None:
+            with self.lock:
+                self.deletes = self.undecided = True
+            return
+        deletes = bool(pc.any(pc.fill_null(pc.equal(operation, "D"), False)).as_py())
+        keys = [_key(producer, columns, key.lower()) for key in self.table.keys]
+        times = _commit_millis(producer, columns)
+        with self.lock:
+            self.deletes = self.deletes or deletes
+            self.events += group.num_rows
+            if self.undecided:
+                return
+            decoded = {column for column, _ in self.table.decoded_types}  # e.g. a text staging reads as a time
+            if (
+                times is None
+                or not keys
+                or any(key is None or _kind(key.type) is None for key in keys)
+                or any(name.lower() in decoded for name in self.table.keys)
+            ):
+                self.undecided = True
+                return
+            # a key column read as integers from one file and texts from another: staging casts them alike
+            self.key_kinds |= {(index, _kind(key.type)) for index, key in enumerate(keys)}
+            if len(self.key_kinds) > len(keys) or self.events > FILL_FACTS_MAX_EVENTS:
+                self.undecided = True
+                return
+        values = list(zip(*(key.to_pylist() for key in keys), strict=True))
+        rows = zip(operation.to_pylist(), values, times.to_pylist(), strict=True)
+        with self.lock:
+            for op, key, millis in rows:
+                if op == "D":
+                    self.deleted_keys.add(key)
+                    self.delete_times.add(millis)
+                elif op in ("I", "U"):
+                    self.changed_keys.add(key)
+                    if op == "I":
+                        self.create_times.add(millis)
+
+
+def _kind(kind: pa.DataType) -> str | None:
+    """A key type whose values staging reads so that equal stays equal and different stays different: integers
+    or texts; None for any other."""
+    if pa.types.is_integer(kind):
+        return "integer"
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return "text"
+    return None
+
+
+def _commit_millis(producer: str, columns: dict) -> pa.ChunkedArray | None:
+    """A Debezium event's commit time in milliseconds as staging reads it (`__source_ts_ms`, or
+    `coalesce(source.ts_ms, ts_ms)`), or None (DMS, or a type that is not an integer: this side cannot tell)."""
+    if producer == "debezium_flattened":
+        value = _coalesce(columns.get("__source_ts_ms", []))
+    elif producer == "debezium_envelope":
+        source_ts = _field(_coalesce(columns.get("source", [])), "ts_ms")
+        top_ts = _coalesce(columns.get("ts_ms", []))
+        candidates = [c for c in (source_ts, top_ts) if c is not None]
+        if len(candidates) == 2 and candidates[0].type != candidates[1].type:
+            return None
+        value = pc.coalesce(*candidates) if len(candidates) == 2 else (candidates[0] if candidates else None)
+    else:
+        return None
+    return value if value is not None and pa.types.is_integer(value.type) else None
 
 
 def kafka_named(file_name: str) -> bool:

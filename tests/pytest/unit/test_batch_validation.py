@@ -346,32 +346,102 @@ def test_refused_files_says_whether_a_batch_holds_its_sources_placeholder(tmp_pa
     assert placeholders == {}, "a source without a placeholder: nothing to say"
 
 
-@pytest.mark.parametrize("seed", range(30))
-def test_a_delete_is_found_as_staging_reads_the_operation(seed):
-    """holds_delete over random operations of every producer's spelling: False only where no event is a delete
-    as staging reads its operation (`_dms_operation`, `_debezium_operation` above, row by row); an operation
-    column of a type this side does not compare says it holds one."""
-    from python_hooks.landing.validation import holds_delete
+def _debezium_group(producer: str, events: list[tuple]) -> pa.Table:
+    """Rows of (raw operation, key, commit millis) as a Debezium file holds them, flattened or as an envelope
+    (the key in `after`, or in `before` for a delete)."""
+    ops = [op for op, _, _ in events]
+    keys = [key for _, key, _ in events]
+    millis = [ms for _, _, ms in events]
+    if producer == "debezium_flattened":
+        return pa.table({"id": keys, "body": ["x"] * len(events), "__op": ops, "__source_ts_ms": millis})
+    row = pa.struct([("id", pa.int64()), ("body", pa.string())])
+    after = [None if op == "d" else {"id": key, "body": "x"} for op, key, _ in events]
+    before = [{"id": key, "body": "x"} if op == "d" else None for op, key, _ in events]
+    source = [{"ts_ms": ms, "lsn": 7} for ms in millis]
+    return pa.table(
+        {
+            "before": pa.array(before, row),
+            "after": pa.array(after, row),
+            "source": pa.array(source, pa.struct([("ts_ms", pa.int64()), ("lsn", pa.int64())])),
+            "op": ops,
+        }
+    )
+
+
+def _one_round(events: list[tuple]) -> bool:
+    """The rule FillFacts decides, row by row: no delete, or no key with both a delete and an insert or update
+    and no create at the commit time of a delete."""
+    read = [(_debezium_operation(op), key, ms) for op, key, ms in events]
+    deleted = {key for op, key, _ in read if op == "D"}
+    if not deleted:
+        return True
+    changed = {key for op, key, _ in read if op in ("I", "U")}
+    created = {ms for op, _, ms in read if op == "I"}
+    return not (deleted & changed) and not (created & {ms for op, _, ms in read if op == "D"})
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_the_fill_takes_one_round_only_where_no_delete_can_change_it(seed):
+    """FillFacts over random batches of Debezium files (both shapes, several files, read by two threads as the
+    hooks read them): one round exactly where the rule written out here row by row allows it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from python_hooks.landing.validation import FillFacts
 
     chooser = random.Random(seed)
-    producer = chooser.choice(["dms", "debezium_flattened", "debezium_envelope"])
-    spellings = OPERATIONS if producer == "dms" else DEBEZIUM_OPERATIONS
-    operations = [chooser.choice(spellings) for _ in range(chooser.randint(1, 6))]
-    if chooser.random() < 0.5:  # most batches of a live source hold no delete
-        operations = [o for o in operations if o is None or o.strip(" ").lower() != "d"] or ["u"]
-    column = {"dms": "Op", "debezium_flattened": "__op", "debezium_envelope": "op"}[producer]
-    rows = pa.table({"id": list(range(len(operations))), column: pa.array(operations, pa.string())})
-    read = _dms_operation if producer == "dms" else _debezium_operation
-    assert holds_delete(rows, producer) == any(read(o) == "D" for o in operations), (producer, operations)
-    other_type = pa.table({"id": [1], column: pa.array([4.0], pa.float64())})
-    assert holds_delete(other_type, producer), "an operation of another type: Spark decides, so it may be a delete"
-    if producer == "dms":  # a full load's file has no operation: every event is an insert
-        assert not holds_delete(pa.table({"id": [1, 2]}), producer)
+    producer = chooser.choice(["debezium_flattened", "debezium_envelope"])
+    operations = chooser.choice([["c", "u", "r"], ["c", "u", "d", "r"], ["u", "d", "t"], ["c", "d"]])
+    span = chooser.choice([8, 80])  # keys and commit times that meet often, or seldom
+    events = [(chooser.choice(operations), chooser.randint(1, span), chooser.randint(1, span)) for _ in range(12)]
+    cuts = sorted(chooser.sample(range(1, len(events)), chooser.randint(0, 4)))
+    groups = [events[a:b] for a, b in zip([0, *cuts], [*cuts, len(events)], strict=True)]
+    facts = FillFacts(_table(producer))
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(facts.add, [_debezium_group(producer, group) for group in groups]))
+    assert facts.one_round() == _one_round(events), (producer, events)
 
 
-def test_refused_files_says_whether_a_batch_holds_a_delete(tmp_path):
-    """The other fact the fill plans from: for a table whose source has a placeholder, whether any file of the
-    batch holds a delete, whichever round or thread read it; nothing for a source without a placeholder."""
+def test_the_fill_takes_two_rounds_after_a_delete_where_this_side_cannot_tell():
+    """A batch with a delete whose keys or commit times this side does not compare as staging reads them fills in
+    two rounds; without a delete, in one."""
+    from dataclasses import replace
+
+    from python_hooks.landing.validation import FillFacts
+
+    apart = [("d", 1, 1), ("u", 2, 2)]  # one round if told
+    table = _table("debezium_flattened")
+
+    def one_round(table, *groups) -> bool:
+        facts = FillFacts(table)
+        for group in groups:
+            facts.add(group)
+        return facts.one_round()
+
+    group = _debezium_group("debezium_flattened", apart)
+    assert one_round(table, group)
+    as_floats = group.set_column(0, "id", pa.array([1.0, 2.0]))
+    assert not one_round(table, as_floats), "a key of a type staging may read otherwise"
+    assert not one_round(replace(table, decoded_types=(("id", "date"),)), group), "a key staging decodes"
+    as_texts = _debezium_group("debezium_flattened", [("u", 1, 3)]).set_column(0, "id", pa.array(["1"]))
+    assert not one_round(table, group, as_texts), "integers in one file, texts in another: staging casts them alike"
+    assert not one_round(table, group.set_column(3, "__source_ts_ms", pa.array(["1", "2"]))), "a commit time as text"
+    many = _debezium_group("debezium_flattened", [("u", n, 9) for n in range(10, 10 + 3_000)])
+    from python_hooks.landing import validation
+
+    limit, validation.FILL_FACTS_MAX_EVENTS = validation.FILL_FACTS_MAX_EVENTS, 2_000
+    try:
+        assert not one_round(table, group, many), "more events than it keeps"
+    finally:
+        validation.FILL_FACTS_MAX_EVENTS = limit
+    dms = pa.table({"id": [1, 2], "Op": ["D", "U"], "last_update_time": ["2026-12-03 12:00:00"] * 2})
+    assert not one_round(_table("dms"), dms), "a DMS file's commit time: this side cannot tell"
+    assert one_round(_table("dms"), dms.set_column(1, "Op", pa.array(["U", "I"]))), "no delete: one round"
+    assert one_round(table, _debezium_group("debezium_flattened", [("u", 1, 1)]).set_column(0, "id", pa.array([1.5])))
+
+
+def test_refused_files_says_whether_a_batch_fills_in_one_round(tmp_path):
+    """The fact reaches the run's plan from refused_files, for a table whose source has a placeholder, whichever
+    round or thread read each file; nothing for a source without one."""
     from dataclasses import replace
 
     from python_hooks.landing.files import raw_files
@@ -379,15 +449,21 @@ def test_refused_files_says_whether_a_batch_holds_a_delete(tmp_path):
     folder = tmp_path / "document"
     folder.mkdir()
     for n in range(5):
-        rows = {"id": [n, n], "body": [PLACEHOLDER, "more"], "__op": ["u", "d" if n == 3 else "c"],
-                "__source_ts_ms": [1, 2], "__source_lsn": [7, 8]}  # fmt: skip
+        ops = ["u", "d" if n == 3 else "c"]
+        rows = {"id": [n, 10 + n], "body": [PLACEHOLDER, "more"], "__op": ops, "__source_ts_ms": [n, 100 + n],
+                "__source_lsn": [7, 8]}  # fmt: skip
         pq.write_table(pa.table(rows), folder / f"shop.document+0+{n:010d}.snappy.parquet")
+    pq.write_table(
+        pa.table({"id": [13], "body": ["again"], "__op": ["u"], "__source_ts_ms": [200], "__source_lsn": [9]}),
+        folder / "shop.document+0+0000000005.snappy.parquet",
+    )
     files = raw_files(Location.parse(str(folder)), "debezium_flattened")
     table = replace(_table("debezium_flattened", folder=folder), unchanged_value=PLACEHOLDER)
-    for batch, holds in ((files, True), (files[:3], False), (files[3:4], True), (files[4:], False)):
-        deletes = {}
-        assert refused_files(table, batch, placeholders={}, deletes=deletes) == []
-        assert deletes == {"m": holds}
-    deletes = {}
-    refused_files(_table("debezium_flattened", folder=folder), files, placeholders={}, deletes=deletes)
-    assert deletes == {}, "a source without a placeholder: nothing to say"
+    # file 3 deletes key 13, which file 5 updates again: two rounds; without file 5 (or file 3), one
+    for batch, one in ((files, False), (files[:5], True), (files[:3], True), (files[3:], False)):
+        facts = {}
+        assert refused_files(table, batch, placeholders={}, one_round=facts) == []
+        assert facts == {"m": one}, [f.name for f in batch]
+    facts = {}
+    refused_files(_table("debezium_flattened", folder=folder), files, placeholders={}, one_round=facts)
+    assert facts == {}, "a source without a placeholder: nothing to say"
