@@ -58,10 +58,10 @@
         top of this file); an unresolvable one raises an error naming the table, the key, the column
         and the file. `stored`: the current-state table (none on a full build: every file is in the
         batch), `stored_columns` its columns. `one_round`: the hooks found, reading the batch's files, that no
-        key has both a delete and an insert or update in it and no create shares its commit time with a delete
-        (cdc_planned_fill_one_round); then every insert or update is in its key's first segment and rule 2
-        finds nothing, so rules 1 and 3 in one round decide what two rounds of all three would: the segment is
-        0, rule 2 is left out, and the same placeholders are refused. -#}
+        insert or update of a key comes at or after a delete of that key and no create shares a delete's
+        position (cdc_planned_fill_one_round); then every insert or update is in its key's first segment and
+        rule 2 finds nothing, so rules 1 and 3 in one round decide what two rounds of all three would: the
+        segment is 0, rule 2 is left out, and the same placeholders are refused. -#}
     {%- set passes = 1 if one_round else 2 -%}
     {%- set filled = [] -%}
     {%- for column in columns if column in unchanged and column | lower not in keys | map('lower') | list -%}

@@ -229,7 +229,7 @@ def holds_value(rows: pa.Table, value: str) -> bool:
     return any(holds(column) for column in rows.columns)
 
 
-# How many events of a batch FillFacts keeps keys and commit times of; a batch of more fills in two rounds.
+# How many events of a batch FillFacts keeps keys and positions of; a batch of more fills in two rounds.
 FILL_FACTS_MAX_EVENTS = 200_000
 
 
@@ -237,25 +237,26 @@ FILL_FACTS_MAX_EVENTS = 200_000
 class FillFacts:
     """What a batch's fill of its source's placeholder (macros/cdc/unchanged.sql) needs to know of its deletes,
     gathered over the row groups of its files (`add`, from the reading threads). The fill's rules that follow a
-    delete (a key's segment after its delete, rule 2's create of a key change) can change a value only when a key
-    has both a delete and an insert or update in the batch, or a create shares its commit time with a delete (a key
-    change's create shares the delete's position, whose first part is the commit time). Without either, one round
-    of rules 1 and 3 decides what two rounds of all three would (`one_round`), and so it does for a batch with no
-    delete at all. Keys and commit times are compared as the files hold them, where staging reads them so that
-    equal values stay equal and different ones different (integers and texts, a Debezium commit time in
-    milliseconds); for any other (a key of another type or one staging decodes, meta.debezium_types; a DMS file's
-    commit time; more than FILL_FACTS_MAX_EVENTS events) this side cannot tell, and a batch with a delete takes
-    two rounds."""
+    delete can change a value only when an insert or update of a key comes at or after a delete of that key in
+    the batch (its segment is not the first), or a create shares its position with a delete (rule 2's key
+    change). Without either, one round of rules 1 and 3 decides what two rounds of all three would (`one_round`),
+    and so it does for a batch with no delete at all. A position is staging's order (`_cdc_ts`, `_cdc_seq`): a
+    Debezium event's commit time in milliseconds and its LSN, compared as the files hold them (staging pads the
+    LSN to 35 digits, which keeps their order); keys as the files hold them where staging reads them so that
+    equal stays equal and different stays different (integers, texts). For anything else (a key of another type
+    or one staging decodes, meta.debezium_types; an event without an LSN, whose position staging takes from the
+    Kafka offset; a DMS file; more than FILL_FACTS_MAX_EVENTS events) this side cannot tell, and a batch with a
+    delete takes two rounds."""
 
     table: CdcTable
     deletes: bool = False
     undecided: bool = False
     events: int = 0
     key_kinds: set = field(default_factory=set)  # (key index, integer or text): one kind per key column
-    deleted_keys: set = field(default_factory=set)
-    changed_keys: set = field(default_factory=set)
-    delete_times: set = field(default_factory=set)
-    create_times: set = field(default_factory=set)
+    first_delete: dict = field(default_factory=dict)  # key -> the position of its first delete
+    last_change: dict = field(default_factory=dict)  # key -> the position of its last insert or update
+    delete_positions: set = field(default_factory=set)
+    create_positions: set = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, group: pa.Table) -> None:
@@ -270,8 +271,12 @@ class FillFacts:
         with self.lock:
             if not self.deletes:
                 return True
-            return not (
-                self.undecided or self.deleted_keys & self.changed_keys or self.delete_times & self.create_times
+            if self.undecided or self.delete_positions & self.create_positions:
+                return False
+            return all(
+                self.last_change[key] < position
+                for key, position in self.first_delete.items()
+                if key in self.last_change
             )
 
     def _add(self, group: pa.Table) -> None:
@@ -284,7 +289,7 @@ class FillFacts:
             return
         deletes = bool(pc.any(pc.fill_null(pc.equal(operation, "D"), False)).as_py())
         keys = [_key(producer, columns, key.lower()) for key in self.table.keys]
-        times = _commit_millis(producer, columns)
+        positions = _positions(producer, columns)
         with self.lock:
             self.deletes = self.deletes or deletes
             self.events += group.num_rows
@@ -292,7 +297,7 @@ class FillFacts:
                 return
             decoded = {column for column, _ in self.table.decoded_types}  # e.g. a text staging reads as a time
             if (
-                times is None
+                positions is None
                 or not keys
                 or any(key is None or _kind(key.type) is None for key in keys)
                 or any(name.lower() in decoded for name in self.table.keys)
@@ -305,16 +310,15 @@ class FillFacts:
                 self.undecided = True
                 return
         values = list(zip(*(key.to_pylist() for key in keys), strict=True))
-        rows = zip(operation.to_pylist(), values, times.to_pylist(), strict=True)
         with self.lock:
-            for op, key, millis in rows:
+            for op, key, position in zip(operation.to_pylist(), values, positions, strict=True):
                 if op == "D":
-                    self.deleted_keys.add(key)
-                    self.delete_times.add(millis)
+                    self.first_delete[key] = min(position, self.first_delete.get(key, position))
+                    self.delete_positions.add(position)
                 elif op in ("I", "U"):
-                    self.changed_keys.add(key)
+                    self.last_change[key] = max(position, self.last_change.get(key, position))
                     if op == "I":
-                        self.create_times.add(millis)
+                        self.create_positions.add(position)
 
 
 def _kind(kind: pa.DataType) -> str | None:
@@ -327,21 +331,25 @@ def _kind(kind: pa.DataType) -> str | None:
     return None
 
 
-def _commit_millis(producer: str, columns: dict) -> pa.ChunkedArray | None:
-    """A Debezium event's commit time in milliseconds as staging reads it (`__source_ts_ms`, or
-    `coalesce(source.ts_ms, ts_ms)`), or None (DMS, or a type that is not an integer: this side cannot tell)."""
+def _positions(producer: str, columns: dict) -> list[tuple[int, int]] | None:
+    """Each Debezium event's position as staging orders it: (commit time in milliseconds, `__source_ts_ms` or
+    `coalesce(source.ts_ms, ts_ms)`; LSN, `__source_lsn` or `source.lsn`), or None where this side cannot tell
+    (DMS; a time or an LSN missing, null or not an integer)."""
     if producer == "debezium_flattened":
-        value = _coalesce(columns.get("__source_ts_ms", []))
+        millis = _coalesce(columns.get("__source_ts_ms", []))
+        lsn = _coalesce(columns.get("__source_lsn", []))
     elif producer == "debezium_envelope":
-        source_ts = _field(_coalesce(columns.get("source", [])), "ts_ms")
-        top_ts = _coalesce(columns.get("ts_ms", []))
-        candidates = [c for c in (source_ts, top_ts) if c is not None]
+        source = _coalesce(columns.get("source", []))
+        candidates = [c for c in (_field(source, "ts_ms"), _coalesce(columns.get("ts_ms", []))) if c is not None]
         if len(candidates) == 2 and candidates[0].type != candidates[1].type:
             return None
-        value = pc.coalesce(*candidates) if len(candidates) == 2 else (candidates[0] if candidates else None)
+        millis = pc.coalesce(*candidates) if len(candidates) == 2 else (candidates[0] if candidates else None)
+        lsn = _field(source, "lsn")
     else:
         return None
-    return value if value is not None and pa.types.is_integer(value.type) else None
+    if any(part is None or not pa.types.is_integer(part.type) or part.null_count for part in (millis, lsn)):
+        return None
+    return list(zip(millis.to_pylist(), lsn.to_pylist(), strict=True))
 
 
 def kafka_named(file_name: str) -> bool:

@@ -347,17 +347,20 @@ def test_refused_files_says_whether_a_batch_holds_its_sources_placeholder(tmp_pa
 
 
 def _debezium_group(producer: str, events: list[tuple]) -> pa.Table:
-    """Rows of (raw operation, key, commit millis) as a Debezium file holds them, flattened or as an envelope
+    """Rows of (raw operation, key, commit millis, LSN) as a Debezium file holds them, flattened or as an envelope
     (the key in `after`, or in `before` for a delete)."""
-    ops = [op for op, _, _ in events]
-    keys = [key for _, key, _ in events]
-    millis = [ms for _, _, ms in events]
+    ops = [op for op, *_ in events]
+    keys = [key for _, key, _, _ in events]
+    millis = [ms for _, _, ms, _ in events]
+    lsns = [lsn for *_, lsn in events]
     if producer == "debezium_flattened":
-        return pa.table({"id": keys, "body": ["x"] * len(events), "__op": ops, "__source_ts_ms": millis})
+        return pa.table(
+            {"id": keys, "body": ["x"] * len(events), "__op": ops, "__source_ts_ms": millis, "__source_lsn": lsns}
+        )
     row = pa.struct([("id", pa.int64()), ("body", pa.string())])
-    after = [None if op == "d" else {"id": key, "body": "x"} for op, key, _ in events]
-    before = [{"id": key, "body": "x"} if op == "d" else None for op, key, _ in events]
-    source = [{"ts_ms": ms, "lsn": 7} for ms in millis]
+    after = [None if op == "d" else {"id": key, "body": "x"} for op, key, *_ in events]
+    before = [{"id": key, "body": "x"} if op == "d" else None for op, key, *_ in events]
+    source = [{"ts_ms": ms, "lsn": lsn} for ms, lsn in zip(millis, lsns, strict=True)]
     return pa.table(
         {
             "before": pa.array(before, row),
@@ -369,21 +372,22 @@ def _debezium_group(producer: str, events: list[tuple]) -> pa.Table:
 
 
 def _one_round(events: list[tuple]) -> bool:
-    """The rule FillFacts decides, row by row: no delete, or no key with both a delete and an insert or update
-    and no create at the commit time of a delete."""
-    read = [(_debezium_operation(op), key, ms) for op, key, ms in events]
-    deleted = {key for op, key, _ in read if op == "D"}
-    if not deleted:
+    """The rule FillFacts decides, written out over every pair of events: no delete; or no insert or update of a
+    key at or after (commit time, LSN) a delete of that key, and no create at a delete's position."""
+    read = [(_debezium_operation(op), key, (ms, lsn)) for op, key, ms, lsn in events]
+    deletes = [(key, at) for op, key, at in read if op == "D"]
+    if not deletes:
         return True
-    changed = {key for op, key, _ in read if op in ("I", "U")}
-    created = {ms for op, _, ms in read if op == "I"}
-    return not (deleted & changed) and not (created & {ms for op, _, ms in read if op == "D"})
+    changes = [(op, key, at) for op, key, at in read if op in ("I", "U")]
+    after_delete = any(key == gone and at >= when for _, key, at in changes for gone, when in deletes)
+    key_change = any(op == "I" and at == when for op, _, at in changes for _, when in deletes)
+    return not after_delete and not key_change
 
 
-@pytest.mark.parametrize("seed", range(60))
+@pytest.mark.parametrize("seed", range(80))
 def test_the_fill_takes_one_round_only_where_no_delete_can_change_it(seed):
     """FillFacts over random batches of Debezium files (both shapes, several files, read by two threads as the
-    hooks read them): one round exactly where the rule written out here row by row allows it."""
+    hooks read them): one round exactly where the rule written out here over every pair of events allows it."""
     from concurrent.futures import ThreadPoolExecutor
 
     from python_hooks.landing.validation import FillFacts
@@ -391,8 +395,12 @@ def test_the_fill_takes_one_round_only_where_no_delete_can_change_it(seed):
     chooser = random.Random(seed)
     producer = chooser.choice(["debezium_flattened", "debezium_envelope"])
     operations = chooser.choice([["c", "u", "r"], ["c", "u", "d", "r"], ["u", "d", "t"], ["c", "d"]])
-    span = chooser.choice([8, 80])  # keys and commit times that meet often, or seldom
-    events = [(chooser.choice(operations), chooser.randint(1, span), chooser.randint(1, span)) for _ in range(12)]
+    span = chooser.choice([4, 8, 80])  # keys and positions that meet often, or seldom
+
+    def event():
+        return chooser.choice(operations), chooser.randint(1, span), chooser.randint(1, span), chooser.randint(1, 3)
+
+    events = [event() for _ in range(12)]
     cuts = sorted(chooser.sample(range(1, len(events)), chooser.randint(0, 4)))
     groups = [events[a:b] for a, b in zip([0, *cuts], [*cuts, len(events)], strict=True)]
     facts = FillFacts(_table(producer))
@@ -402,13 +410,13 @@ def test_the_fill_takes_one_round_only_where_no_delete_can_change_it(seed):
 
 
 def test_the_fill_takes_two_rounds_after_a_delete_where_this_side_cannot_tell():
-    """A batch with a delete whose keys or commit times this side does not compare as staging reads them fills in
+    """A batch with a delete whose keys or positions this side does not compare as staging reads them fills in
     two rounds; without a delete, in one."""
     from dataclasses import replace
 
+    from python_hooks.landing import validation
     from python_hooks.landing.validation import FillFacts
 
-    apart = [("d", 1, 1), ("u", 2, 2)]  # one round if told
     table = _table("debezium_flattened")
 
     def one_round(table, *groups) -> bool:
@@ -417,26 +425,26 @@ def test_the_fill_takes_two_rounds_after_a_delete_where_this_side_cannot_tell():
             facts.add(group)
         return facts.one_round()
 
-    group = _debezium_group("debezium_flattened", apart)
+    group = _debezium_group("debezium_flattened", [("d", 1, 1, 5), ("u", 2, 1, 6)])  # one round if told
     assert one_round(table, group)
-    as_floats = group.set_column(0, "id", pa.array([1.0, 2.0]))
-    assert not one_round(table, as_floats), "a key of a type staging may read otherwise"
+    assert not one_round(table, group.set_column(0, "id", pa.array([1.0, 2.0]))), "a key staging may read otherwise"
     assert not one_round(replace(table, decoded_types=(("id", "date"),)), group), "a key staging decodes"
-    as_texts = _debezium_group("debezium_flattened", [("u", 1, 3)]).set_column(0, "id", pa.array(["1"]))
+    as_texts = _debezium_group("debezium_flattened", [("u", 1, 3, 1)]).set_column(0, "id", pa.array(["1"]))
     assert not one_round(table, group, as_texts), "integers in one file, texts in another: staging casts them alike"
-    assert not one_round(table, group.set_column(3, "__source_ts_ms", pa.array(["1", "2"]))), "a commit time as text"
-    many = _debezium_group("debezium_flattened", [("u", n, 9) for n in range(10, 10 + 3_000)])
-    from python_hooks.landing import validation
-
+    assert not one_round(table, group.set_column(3, "__source_ts_ms", pa.array(["1", "1"]))), "a commit time as text"
+    assert not one_round(table, group.set_column(4, "__source_lsn", pa.array([5, None]))), "no LSN: a Kafka position"
+    assert not one_round(table, group.drop_columns(["__source_lsn"])), "no LSN at all"
+    many = _debezium_group("debezium_flattened", [("u", n, 9, n) for n in range(10, 10 + 3_000)])
     limit, validation.FILL_FACTS_MAX_EVENTS = validation.FILL_FACTS_MAX_EVENTS, 2_000
     try:
         assert not one_round(table, group, many), "more events than it keeps"
     finally:
         validation.FILL_FACTS_MAX_EVENTS = limit
     dms = pa.table({"id": [1, 2], "Op": ["D", "U"], "last_update_time": ["2026-12-03 12:00:00"] * 2})
-    assert not one_round(_table("dms"), dms), "a DMS file's commit time: this side cannot tell"
+    assert not one_round(_table("dms"), dms), "a DMS file's position: this side cannot tell"
     assert one_round(_table("dms"), dms.set_column(1, "Op", pa.array(["U", "I"]))), "no delete: one round"
-    assert one_round(table, _debezium_group("debezium_flattened", [("u", 1, 1)]).set_column(0, "id", pa.array([1.5])))
+    unreadable = _debezium_group("debezium_flattened", [("u", 1, 1, 1)]).set_column(0, "id", pa.array([1.5]))
+    assert one_round(table, unreadable), "no delete: one round, whatever the keys"
 
 
 def test_refused_files_says_whether_a_batch_fills_in_one_round(tmp_path):
@@ -451,15 +459,15 @@ def test_refused_files_says_whether_a_batch_fills_in_one_round(tmp_path):
     for n in range(5):
         ops = ["u", "d" if n == 3 else "c"]
         rows = {"id": [n, 10 + n], "body": [PLACEHOLDER, "more"], "__op": ops, "__source_ts_ms": [n, 100 + n],
-                "__source_lsn": [7, 8]}  # fmt: skip
+                "__source_lsn": [2 * n, 2 * n + 1]}  # fmt: skip
         pq.write_table(pa.table(rows), folder / f"shop.document+0+{n:010d}.snappy.parquet")
     pq.write_table(
-        pa.table({"id": [13], "body": ["again"], "__op": ["u"], "__source_ts_ms": [200], "__source_lsn": [9]}),
+        pa.table({"id": [13], "body": ["again"], "__op": ["u"], "__source_ts_ms": [200], "__source_lsn": [20]}),
         folder / "shop.document+0+0000000005.snappy.parquet",
     )
     files = raw_files(Location.parse(str(folder)), "debezium_flattened")
     table = replace(_table("debezium_flattened", folder=folder), unchanged_value=PLACEHOLDER)
-    # file 3 deletes key 13, which file 5 updates again: two rounds; without file 5 (or file 3), one
+    # file 3 deletes key 13, which file 5 updates after: two rounds; without file 5 (or file 3), one
     for batch, one in ((files, False), (files[:5], True), (files[:3], True), (files[3:], False)):
         facts = {}
         assert refused_files(table, batch, placeholders={}, one_round=facts) == []
