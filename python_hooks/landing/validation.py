@@ -259,6 +259,10 @@ class FillFacts:
     create_positions: set = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
+    def __post_init__(self) -> None:
+        decoded = {column for column, _ in self.table.decoded_types}  # e.g. a text staging reads as a time
+        self.undecided = not self.table.keys or any(name.lower() in decoded for name in self.table.keys)
+
     def add(self, group: pa.Table) -> None:
         try:
             self._add(group)
@@ -295,13 +299,7 @@ class FillFacts:
             self.events += group.num_rows
             if self.undecided:
                 return
-            decoded = {column for column, _ in self.table.decoded_types}  # e.g. a text staging reads as a time
-            if (
-                positions is None
-                or not keys
-                or any(key is None or _kind(key.type) is None for key in keys)
-                or any(name.lower() in decoded for name in self.table.keys)
-            ):
+            if positions is None or any(key is None or _kind(key.type) is None for key in keys):
                 self.undecided = True
                 return
             # a key column read as integers from one file and texts from another: staging casts them alike
@@ -332,21 +330,11 @@ def _kind(kind: pa.DataType) -> str | None:
 
 
 def _positions(producer: str, columns: dict) -> list[tuple[int, int]] | None:
-    """Each Debezium event's position as staging orders it: (commit time in milliseconds, `__source_ts_ms` or
-    `coalesce(source.ts_ms, ts_ms)`; LSN, `__source_lsn` or `source.lsn`), or None where this side cannot tell
-    (DMS; a time or an LSN missing, null or not an integer)."""
-    if producer == "debezium_flattened":
-        millis = _coalesce(columns.get("__source_ts_ms", []))
-        lsn = _coalesce(columns.get("__source_lsn", []))
-    elif producer == "debezium_envelope":
-        source = _coalesce(columns.get("source", []))
-        candidates = [c for c in (_field(source, "ts_ms"), _coalesce(columns.get("ts_ms", []))) if c is not None]
-        if len(candidates) == 2 and candidates[0].type != candidates[1].type:
-            return None
-        millis = pc.coalesce(*candidates) if len(candidates) == 2 else (candidates[0] if candidates else None)
-        lsn = _field(source, "lsn")
-    else:
+    """Each Debezium event's position as staging orders it, (commit time in milliseconds, LSN), or None where
+    this side cannot tell (DMS; a time or an LSN missing, null or not an integer)."""
+    if producer == "dms":
         return None
+    millis, lsn = _debezium_commit_time(producer, columns), _source_position(producer, columns)[0]
     if any(part is None or not pa.types.is_integer(part.type) or part.null_count for part in (millis, lsn)):
         return None
     return list(zip(millis.to_pylist(), lsn.to_pylist(), strict=True))
@@ -444,14 +432,19 @@ def _null_timestamps(table: CdcTable, columns: dict) -> int:
         if pa.types.is_floating(value.type):
             return _count(pc.or_kleene(pc.is_null(value), pc.invert(pc.is_finite(value))))
         return value.null_count
-    if table.producer == "debezium_flattened":
-        value = _coalesce(columns.get("__source_ts_ms", []))
-    else:
-        source_ts = _field(_coalesce(columns.get("source", [])), "ts_ms")
-        top_ts = _coalesce(columns.get("ts_ms", []))
-        candidates = [c for c in (source_ts, top_ts) if c is not None]
-        value = candidates[0] if len(candidates) == 1 else (_coalesce(candidates) if candidates else None)
+    value = _debezium_commit_time(table.producer, columns)
     return 0 if value is None else value.null_count
+
+
+def _debezium_commit_time(producer: str, columns: dict) -> pa.ChunkedArray | None:
+    """A Debezium event's commit time as the file holds it and staging reads it: `__source_ts_ms`, or
+    `coalesce(source.ts_ms, ts_ms)`; None where there is none (or two of types pyarrow cannot coalesce)."""
+    if producer == "debezium_flattened":
+        return _coalesce(columns.get("__source_ts_ms", []))
+    source_ts = _field(_coalesce(columns.get("source", [])), "ts_ms")
+    top_ts = _coalesce(columns.get("ts_ms", []))
+    candidates = [c for c in (source_ts, top_ts) if c is not None]
+    return candidates[0] if len(candidates) == 1 else (_coalesce(candidates) if candidates else None)
 
 
 def not_timestamps(texts: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
@@ -514,12 +507,7 @@ def _position(producer: str, columns: dict) -> tuple[pa.ChunkedArray, pa.Chunked
     position is not digits as staging pads it (`lpad(cast(lsn as string), 35, '0')`; MySQL's `pos` to 20, `row`
     to 5); None for files that carry none. A position of a type whose text pyarrow cannot tell as Spark would
     counts as digits (Spark decides)."""
-    if producer == "debezium_flattened":
-        fields = {name: _coalesce(columns[name]) for name in columns if name.startswith("__source_")}
-        lsn, file, pos, row = (fields.get(f"__source_{n}") for n in ("lsn", "file", "pos", "row"))
-    else:
-        source = _coalesce(columns.get("source", []))
-        lsn, file, pos, row = (_field(source, n) for n in ("lsn", "file", "pos", "row"))
+    lsn, file, pos, row = _source_position(producer, columns)
     if lsn is not None:
         return pc.is_valid(lsn), _malformed(lsn, 35)
     if pos is not None and file is not None:
@@ -528,6 +516,15 @@ def _position(producer: str, columns: dict) -> tuple[pa.ChunkedArray, pa.Chunked
             present, malformed = pc.and_(present, pc.is_valid(row)), pc.or_(malformed, _malformed(row, 5))
         return present, pc.and_(present, malformed)
     return None
+
+
+def _source_position(producer: str, columns: dict) -> tuple[pa.ChunkedArray | None, ...]:
+    """A Debezium event's source position as the file holds it: (LSN, MySQL's file, pos, row), None where absent."""
+    if producer == "debezium_flattened":
+        fields = {name: _coalesce(columns[name]) for name in columns if name.startswith("__source_")}
+        return tuple(fields.get(f"__source_{n}") for n in ("lsn", "file", "pos", "row"))
+    source = _coalesce(columns.get("source", []))
+    return tuple(_field(source, n) for n in ("lsn", "file", "pos", "row"))
 
 
 def _malformed(part: pa.ChunkedArray, width: int) -> pa.ChunkedArray:
