@@ -43,16 +43,32 @@
         (cdc_batch_log_row) and the ledger (each file's change events, `file_events`): each count as
         a literal (`record.outcome`, by column name), no relation and no view. -#}
     {%- set literals = {} -%}
+    {%- set counts = {} -%}
     {%- for name, value in outcome.items() -%}
         {%- if name == 'newest_commit_at' -%}
             {%- do literals.update({name: cdc_timestamp_literal(value) if value is not none else 'cast(null as timestamp)'}) -%}
+            {%- do counts.update({name: (value ~ '') if value is not none else none}) -%}
         {%- elif name == 'file_events' -%}
             {%- do record.update({'file_events': value}) -%}
         {%- else -%}
             {%- do literals.update({name: 'cast(' ~ (value | int) ~ ' as bigint)'}) -%}
+            {%- do counts.update({name: value | int}) -%}
         {%- endif -%}
     {%- endfor -%}
-    {%- do record.update({'outcome': literals}) -%}
+    {%- do record.update({'outcome': literals, 'counts': counts}) -%}
+{% endmacro %}
+
+
+{% macro cdc_run_table_row(record, refused=none) %}
+    {#- What the table that ends `make run` says of the batch (python_hooks/commands/status.py: run_table),
+        by the batch log's column names, as plain values: the run prints it from the line the batch logs
+        (cdc_account), so it reads no table. -#}
+    {%- if refused -%}
+        {{ return({'status': 'refused', 'files_refused': refused.files | int}) }}
+    {%- endif -%}
+    {%- set row = {'status': 'applied', 'files_refused': 0} -%}
+    {%- do row.update(record.counts) -%}
+    {{ return(row) }}
 {% endmacro %}
 
 
@@ -88,7 +104,7 @@
 {%- endmacro %}
 
 
-{% macro cdc_account(target, log_row, ledger_rows=none, tombstones=[], tombstone_rows=[], reset=false, ledger_files=none) %}
+{% macro cdc_account(target, log_row, ledger_rows=none, tombstones=[], tombstone_rows=[], reset=false, ledger_files=none, run_table_row=none) %}
     {#- Records a batch: its batch-log row (cdc_batch_log_row: literals, one per column in the table's order;
         deferred, without the table's snapshot_id, which the run adds), then its ledger rows (cdc_ledger_rows,
         each a list of literals), now (the ledger's INSERT is the statement dbt reports for the model) or,
@@ -96,7 +112,8 @@
         its tombstones (merge.sql: cdc_record_tombstones; as rows of literals, `tombstone_rows`, or as
         SELECTs of a folder it spooled, `tombstones`), whether the model's
         ledger and tombstone rows of before go first (`reset`: a table created empty in this run) and the
-        raw file names its ledger rows hold (`ledger_files`: the run's ledger cache follows them). The run
+        raw file names its ledger rows hold (`ledger_files`: the run's ledger cache follows them) and what the
+        run's table says of it (`run_table_row`, cdc_run_table_row). The run
         inserts every batch's rows as one VALUES list per table: a union of hundreds of SELECTs was a Spark
         task per SELECT (bench/TUNING.md, round 22). -#}
     {%- if cdc_accounting_deferred() -%}
@@ -105,6 +122,7 @@
         {{ log('cdc-accounting: ' ~ tojson({'model': target.identifier, 'schema': target.schema,
             'batch_log': log_row, 'ledger': ledger_rows,
             'ledger_files': ledger_files, 'tombstones': tombstones, 'tombstone_rows': tombstone_rows, 'reset': reset,
+            'run_table_row': run_table_row,
             'meta_files': compaction.meta_files if compaction.enabled else none})) }}
     {%- else -%}
         {%- do cdc_execute('insert into ' ~ cdc_meta_relation('cdc_batch_log') ~ ' select ' ~ (log_row | join(', '))
@@ -133,7 +151,7 @@
     {#- Records the batch's row of cdc_batch_log (cdc_account), alone: a refused batch (`refused`:
         {'files': files refused, 'events': change events read, 'reason': the first line of the
         refusal}; the row then counts nothing as applied). -#}
-    {%- do cdc_account(target, cdc_batch_log_row(target, record, refused)) -%}
+    {%- do cdc_account(target, cdc_batch_log_row(target, record, refused), run_table_row=cdc_run_table_row(record, refused)) -%}
 {% endmacro %}
 
 

@@ -81,7 +81,8 @@
         {%- do cdc_account(target, cdc_batch_log_row(target, batch.record), ledger_rows,
             tombstones=batch.record.tombstones, tombstone_rows=batch.record.tombstone_rows,
             reset=batch.record.get('reset', false),
-            ledger_files=batch.record.file_counts | map('first') | list) -%}
+            ledger_files=batch.record.file_counts | map('first') | list,
+            run_table_row=cdc_run_table_row(batch.record)) -%}
         {%- if cdc_accounting_deferred() and not full_build -%}
             {%- do store_result('main', response='applied; recorded at the end of the run') -%}
         {%- endif -%}

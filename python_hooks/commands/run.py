@@ -307,15 +307,17 @@ def _staging_views(warehouse: Warehouse, manifest, tables, idle: set[str], input
 _COUNTERS = ("change_events", "rows_", "ignored_", "superseded", "deletes_without_row", "truncates")
 
 
-def log_refusals(warehouse: Warehouse, hooks: Hooks, run_id: str) -> None:
+def log_refusals(warehouse: Warehouse, hooks: Hooks, run_id: str) -> dict[str, int]:
     """A cdc_batch_log row (status 'refused') for each current-state table the hooks refused: dbt did
     not build it, so its merge wrote none. files: those waiting; files_refused: those the refusal
-    names (at least one). Columns by name, in the table's own order (macros/cdc/meta.sql owns them)."""
+    names (at least one), returned by model for the run's table. Columns by name, in the table's own
+    order (macros/cdc/meta.sql owns them)."""
     meta = warehouse.meta_schema
     types = dict(warehouse.columns(meta, BATCH_LOG) or [])
     columns = list(types)
     if not hooks.refusals or not columns:
-        return
+        return {}
+    refused = {}
     waiting = pending_files(warehouse, hooks.tables)
     rows = []
     for table in hooks.tables:
@@ -324,6 +326,7 @@ def log_refusals(warehouse: Warehouse, hooks: Hooks, run_id: str) -> None:
             continue
         names = {p.name for p in landing_files(table.folder)} if is_listed_here(table.folder) else set()
         named = sum(any(name in problem for problem in problems) for name in names)
+        refused[table.model] = max(1, named)
         row = {
             "run_id": sql_string(run_id),
             "model_name": sql_string(table.identifier),
@@ -347,6 +350,7 @@ def log_refusals(warehouse: Warehouse, hooks: Hooks, run_id: str) -> None:
             f" from values {values} as refused({', '.join(columns)})",
             tables_changed=False,
         )
+    return refused
 
 
 class Progress:
@@ -594,15 +598,16 @@ def run_pipeline(
             seeds.record(state_dir(), found.manifest, seed_prints, result)
         if progress is not None:
             print(f"{progress.closing()} ({time.monotonic() - started:.0f} s)", flush=True)
+        refused = {model: 1 for model in found.refusals}  # at least one file each, if the log says no more
         if found.refusals:
             try:
                 if warehouse is None:
                     raise unopened
-                log_refusals(warehouse, found, get_invocation_id())
+                refused.update(log_refusals(warehouse, found, get_invocation_id()))
             except StorageError as error:  # the refusals' folders listed again: the refusals are still said below
                 log.error("the batch log has no row for the refused tables: %s", error)
         if progress is not None and found.manifest is not None:
-            report(found, warehouse, unopened)
+            report(found, collector.records if collector is not None else [], refused)
     finally:
         if warehouse is not None:
             warehouse.close()
@@ -718,24 +723,16 @@ def _full_refresh(dbt_args: Sequence[str]) -> bool:
     return any(arg in ("--full-refresh", "-f") for arg in dbt_args)
 
 
-def report(found: Hooks, warehouse: Warehouse | None, unopened: Exception | None = None, stream=None) -> list[str]:
-    """Prints the run's table: one line per current-state table this run wrote a batch log row for, from
-    those rows (the build's dbt invocation id) and a count of the tables it applied, so its cost follows
-    what the run did: no listing, no read of the log's history (the lag is the batch's own newest change;
-    `status` reads the history), nothing for a table with nothing new."""
-    run_id = get_invocation_id()
-    tables = found.tables  # the current-state tables the run's selection chose
-    try:
-        if warehouse is None:
-            raise unopened
-        rows = status.run_rows(warehouse, run_id)
-        applied = {row["model_name"].lower() for row in rows if row["status"] == "applied"}
-        rows_now = status.count_rows(warehouse, [t for t in tables if t.model.lower() in applied])
-    except Exception as error:  # the table is a report: a failure to read it must not hide the run's result
-        log.warning("could not read the batch log for the run's summary: %s", str(error).splitlines()[0])
-        return []
-    lines = [f"this run ({run_id[:8]}), per current-state table; {BATCH_LOG} has the details:"]
-    lines += status.run_table([t.model for t in tables], rows, rows_now, status.now_utc())
+def report(found: Hooks, records: Sequence[dict], refused: Mapping[str, int], stream=None) -> list[str]:
+    """Prints the run's table: one line per current-state table this run applied (what each batch logged
+    for it, `records`, commands/accounting.py, by the batch log's column names) or refused (`refused`: the
+    tables the hooks refused, with the files each refusal names), so it costs no statement: no read of the
+    batch log or of the tables (the lag is the batch's own newest change; `status` reads the history and
+    counts each table's rows)."""
+    rows = [{"model_name": r["model"], **r["run_table_row"]} for r in records if r.get("run_table_row")]
+    rows += [{"model_name": model, "status": "refused", "files_refused": n} for model, n in refused.items()]
+    lines = [f"this run ({get_invocation_id()[:8]}), per current-state table; {BATCH_LOG} has the details:"]
+    lines += status.run_table([t.model for t in found.tables], rows, status.now_utc())
     for line in lines:
         print(line, file=stream or sys.stdout, flush=True)
     return lines

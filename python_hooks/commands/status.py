@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -258,23 +258,16 @@ def exit_code(statuses: Sequence[TableStatus]) -> int:
     return 1 if any(s.state in ("refused", "error") for s in statuses) else 0
 
 
-HEADER = ("table", "rows", "inserted", "updated", "deleted", "ignored", "refused", "lag")
+HEADER = ("table", "inserted", "updated", "deleted", "ignored", "refused", "lag")
 
 
-def run_rows(warehouse: Warehouse, run_id: str) -> list[dict]:
-    """The batch log rows run `run_id` wrote (at most one per table): a filter on run_id, so what it reads
-    does not grow with the log's history."""
-    relation = quoted_relation(warehouse.meta_schema, BATCH_LOG)
-    return warehouse.records(f"select * from {relation} where run_id = {sql_string(run_id)}")
-
-
-def run_table(
-    models: Sequence[str], run_rows: Sequence[dict], rows_now: Mapping[str, int], now: dt.datetime
-) -> list[str]:
-    """The short table that ends a run: one line per current-state table of `models` this run wrote a batch
-    log row for (`run_rows`): its rows now (`rows_now`, counted for the tables it applied), what the run did to
-    it, and how old the newest change of its batch is; then how many had no batch (nothing new, or not
-    built), which cost nothing to report."""
+def run_table(models: Sequence[str], run_rows: Sequence[dict], now: dt.datetime) -> list[str]:
+    """The short table that ends a run: one line per current-state table of `models` this run has a row for
+    (`run_rows`: what each batch logged, by the batch log's column names, macros/cdc/batch_log.sql:
+    cdc_run_table_row, and the tables the hooks refused): what the run did to it, and how old the newest
+    change of its batch is; then how many had no batch (nothing new, or not built). It reads no table:
+    a table's rows are `status`'s (a count of the whole table, which a run of hundreds of tables would pay
+    at every run)."""
     by_model = {row["model_name"].lower(): row for row in run_rows}
     logged = [model for model in models if model.lower() in by_model]
     if not logged:
@@ -283,7 +276,6 @@ def run_table(
     lines = [f"  {HEADER[0]:<{width}} " + " ".join(f"{h:>8}" for h in HEADER[1:-1]) + f"  {HEADER[-1]}"]
     for model in logged:
         row = by_model[model.lower()]
-        rows = str(rows_now[model]) if model in rows_now else "-"
         if row["status"] == "refused":
             counts, lag = ["0", "0", "0", "0", str(row["files_refused"])], None
         else:
@@ -295,8 +287,10 @@ def run_table(
                 "0",
             ]
             newest = row.get("newest_commit_at")
+            if isinstance(newest, str):  # the batch's line says it as text (Spark's, in the session's time zone: UTC)
+                newest = dt.datetime.fromisoformat(newest)
             lag = (now - newest).total_seconds() if newest is not None else None
-        lines.append(f"  {model:<{width}} " + " ".join(f"{v:>8}" for v in [rows, *counts]) + f"  {duration(lag)}")
+        lines.append(f"  {model:<{width}} " + " ".join(f"{v:>8}" for v in counts) + f"  {duration(lag)}")
     if len(logged) < len(models):
         lines.append(f"  and {len(models) - len(logged)} other current-state table(s): no batch this run")
     return lines

@@ -85,14 +85,21 @@ def test_run_table_a_line_per_table_the_run_logged_then_how_many_had_no_batch():
     models = ["crm__customer_master", "inventory__product", "salesdb__customer"]
     applied = _row("crm__customer_master", newest_commit_at=AT - dt.timedelta(minutes=10))
     refused = _row("salesdb__customer", "refused", files_refused=2, newest_commit_at=None)
-    lines = run_table(models, [refused, applied], {"crm__customer_master": 21}, AT)
-    assert lines[0].split() == ["table", "rows", "inserted", "updated", "deleted", "ignored", "refused", "lag"]
-    assert lines[1].split() == ["crm__customer_master", "21", "2", "3", "1", "4", "0", "10", "min"]
-    assert lines[2].split() == ["salesdb__customer", "-", "0", "0", "0", "0", "2", "-"], "refused: not counted"
+    lines = run_table(models, [refused, applied], AT)
+    assert lines[0].split() == ["table", "inserted", "updated", "deleted", "ignored", "refused", "lag"]
+    assert lines[1].split() == ["crm__customer_master", "2", "3", "1", "4", "0", "10", "min"]
+    assert lines[2].split() == ["salesdb__customer", "0", "0", "0", "0", "2", "-"], "refused: not counted"
     assert lines[3] == "  and 1 other current-state table(s): no batch this run"
     assert len(lines) == 4
-    assert run_table(models, [], {}, AT) == ["  no batch this run for its 3 current-state table(s)"]
-    assert len(run_table(models[:1], [applied], {"crm__customer_master": 21}, AT)) == 2, "every table logged"
+    assert run_table(models, [], AT) == ["  no batch this run for its 3 current-state table(s)"]
+    assert len(run_table(models[:1], [applied], AT)) == 2, "every table logged"
+
+
+def test_run_table_reads_the_newest_commit_as_a_batch_logs_it():
+    """A batch's line (macros/cdc/batch_log.sql: cdc_run_table_row) says its newest commit as text."""
+    said = (AT - dt.timedelta(hours=1, minutes=5)).strftime("%Y-%m-%d %H:%M:%S.%f")
+    lines = run_table(["crm__customer_master"], [_row("crm__customer_master", newest_commit_at=said)], AT)
+    assert lines[1].endswith("  1 h 05 min"), lines
 
 
 def test_render_names_counts_refusal_and_what_to_do_last():
