@@ -53,6 +53,7 @@ DEFINITIONS = {
 SPARK_SETTINGS = (
     "spark.sql.",
     "spark.driver.memory",
+    "spark.driver.extraJavaOptions",  # the JVM's flags: its garbage collector
     "spark.master",
     "spark.default.parallelism",
     "spark.executor.memory",
