@@ -257,6 +257,17 @@ class StageRecord:
         return result
 
 
+def _max_heap(jvm) -> int:
+    """The heap's maximum: the JVM's MaxHeapSize (-Xmx, spark.driver.memory). Runtime.maxMemory() is that only
+    under G1: the parallel collector leaves out a survivor space it may grow into, so the heap in use could pass it."""
+    try:
+        bean_class = jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
+        bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(bean_class)
+        return int(bean.getVMOption("MaxHeapSize").getValue())
+    except Exception:  # not HotSpot
+        return int(jvm.java.lang.Runtime.getRuntime().maxMemory())
+
+
 class DriverMemory:
     """Samples the Spark driver's JVM heap in use (py4j, MemoryMXBean) in a thread, and reads the
     JVM process's peak RSS (Linux VmHWM, reset at each stage's start). In local mode the driver
@@ -288,7 +299,7 @@ class DriverMemory:
         self._spark = spark
         jvm = spark.sparkContext._jvm
         self._pid = int(jvm.java.lang.ProcessHandle.current().pid())
-        self.max_heap = int(jvm.java.lang.Runtime.getRuntime().maxMemory())
+        self.max_heap = _max_heap(jvm)
         self._heap_pools = [
             pool
             for pool in jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans()
