@@ -40,22 +40,20 @@
 
 {% macro cdc_stash_outcome(record, outcome) %}
     {#- Keeps what the merge counted in the batch's record (cdc_stage_batch), for the log row
-        (cdc_batch_log_row) and the ledger (each file's change events, `file_events`): each count as
-        a literal (`record.outcome`, by column name), no relation and no view. -#}
-    {%- set literals = {} -%}
+        (cdc_batch_log_row), the run's table (cdc_run_table_row) and the ledger (each file's change
+        events, `file_events`): the counts as plain values by column name (`record.counts`; the newest
+        commit as text), no relation and no view. -#}
     {%- set counts = {} -%}
     {%- for name, value in outcome.items() -%}
         {%- if name == 'newest_commit_at' -%}
-            {%- do literals.update({name: cdc_timestamp_literal(value) if value is not none else 'cast(null as timestamp)'}) -%}
             {%- do counts.update({name: (value ~ '') if value is not none else none}) -%}
         {%- elif name == 'file_events' -%}
             {%- do record.update({'file_events': value}) -%}
         {%- else -%}
-            {%- do literals.update({name: 'cast(' ~ (value | int) ~ ' as bigint)'}) -%}
             {%- do counts.update({name: value | int}) -%}
         {%- endif -%}
     {%- endfor -%}
-    {%- do record.update({'outcome': literals, 'counts': counts}) -%}
+    {%- do record.update({'counts': counts}) -%}
 {% endmacro %}
 
 
@@ -159,7 +157,7 @@
     {#- The batch's row of cdc_batch_log as literals, one per column in the table's order (macros/cdc/meta.sql)
         but the last, snapshot_id, which its INSERT adds (cdc_account; deferred, the run, from one listing of
         the schema: python_hooks/commands/accounting.py: record). From the batch's `record` (cdc_stage_batch):
-        its build mode, start and count of files (`summary`) and the merge's counts (`outcome`,
+        its build mode, start and count of files (`summary`) and the merge's counts (`counts`,
         cdc_stash_outcome). When the row is written later (deferred), the batch's end is a literal of now,
         not the INSERT's time. -#}
     {%- set finished = cdc_now_literal() if cdc_accounting_deferred() else 'current_timestamp()' -%}
@@ -184,13 +182,14 @@
         {%- do row.extend(['cast(' ~ (refused.files | int) ~ ' as bigint)', cdc_sql_string(refused.reason),
             'cast(null as timestamp)', 'cast(null as double)']) -%}
     {%- else -%}
-        {%- set outcome = record.outcome -%}
-        {%- do row.append(outcome.change_events) -%}
-        {%- for name in counted -%}
-            {%- do row.append(outcome[name]) -%}
+        {%- set counts = record.counts -%}
+        {%- set newest = 'cast(null as timestamp)' if counts.newest_commit_at is none
+            else cdc_timestamp_literal(counts.newest_commit_at) -%}
+        {%- for name in ['change_events'] + counted -%}
+            {%- do row.append('cast(' ~ counts[name] ~ ' as bigint)') -%}
         {%- endfor -%}
-        {%- do row.extend(['cast(0 as bigint)', 'cast(null as string)', outcome.newest_commit_at,
-            '(unix_micros(' ~ finished ~ ') - unix_micros(' ~ outcome.newest_commit_at ~ ')) / 1e6']) -%}
+        {%- do row.extend(['cast(0 as bigint)', 'cast(null as string)', newest,
+            '(unix_micros(' ~ finished ~ ') - unix_micros(' ~ newest ~ ')) / 1e6']) -%}
     {%- endif -%}
     {{ return(row) }}
 {% endmacro %}

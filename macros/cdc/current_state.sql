@@ -180,7 +180,7 @@ from {{ events }}
         or drop); none when nothing is new (no raw file is read). `counted`: the listing counted each
         file's change events (else the merge counts them: `record.file_events`). `record`: what the batch
         log and the ledger read (batch_log.sql: cdc_batch_log_row, cdc_ledger_rows): the files
-        (`file_counts`: [name, change events or none]), the merge's counts (`outcome`, set by
+        (`file_counts`: [name, change events or none]), the merge's counts (`counts`, plain values, set by
         cdc_stash_outcome), the batch views created (`views`), and the batch log's own (`summary`: its
         build mode, start and count of files). -#}
     {%- set events_sql = '(select *, ' ~ cdc_row_hash(business) ~ ' as _cdc_row_hash from (' ~ batch_sql ~ ') as batch)'
@@ -189,7 +189,7 @@ from {{ events }}
         'files': files,
         'events': events_sql,
         'events_view': events_view,
-        'record': {'file_counts': file_counts, 'outcome': none, 'views': [], 'tombstones': [], 'tombstone_rows': [],
+        'record': {'file_counts': file_counts, 'counts': none, 'views': [], 'tombstones': [], 'tombstone_rows': [],
             'summary': {'build_mode': mode, 'started_at': started_at, 'files': files | length},
             'view_read': full_build and reader is not none},
         'columns': (business + ['_cdc_row_hash']) if files or full_build else [],
