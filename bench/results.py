@@ -54,6 +54,7 @@ SPARK_SETTINGS = (
     "spark.sql.",
     "spark.driver.memory",
     "spark.driver.extraJavaOptions",  # the JVM's flags: its garbage collector
+    "spark.memory.",  # the share of the heap Spark manages (execution, cached blocks)
     "spark.master",
     "spark.default.parallelism",
     "spark.executor.memory",
