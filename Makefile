@@ -22,7 +22,7 @@ BIN := $(VENV)/bin
 # their defaults, made absolute, from python_hooks/project/env.py, which every Python of the venv applies.
 export DBT_PROFILES_DIR := $(CURDIR)/profiles
 
-.PHONY: help install check-java system-packages cluster-packages demo run status maintain test test-fast test-all \
+.PHONY: help install jvm-classes check-java system-packages cluster-packages demo run status maintain test test-fast test-all \
 	test-embedded test-servers test-live-browser test-adapter-cluster faults fuzz soak bench lint docs docs-serve clean \
 	cluster-up cluster-down cluster-status s3-up s3-down s3-status bench-scale bench-s3 \
 	live-up live-workload live-drain live-down live-status test-live demo-live test-adapter
@@ -32,7 +32,9 @@ DOCS_PORT ?= 8080
 
 help:
 	@echo "make help    this list"
-	@echo "make install the venv (.venv, requirements.txt) and the jars (jars/pom.xml into jars/lib/); every target runs it"
+	@echo "make install the venv (.venv, requirements.txt), the jars (jars/pom.xml into jars/lib/) and the JVM's class archive"
+	@echo "             (.venv/cdc-jvm/: a new process loads Spark's classes from it); every target runs it"
+	@echo "make jvm-classes  that class archive made again (after a JDK upgrade)"
 	@echo "make check-java  say what to install when Java (a JDK 17, for Spark) is missing"
 	@echo "make system-packages  the Debian packages: a JDK 17, Maven, Chromium (browser tests) and cluster-packages"
 	@echo "make cluster-packages  PostgreSQL and its JDBC driver (the cluster target, the live source), when missing"
@@ -93,7 +95,21 @@ $(JARS)/.installed: jars/pom.xml
 	mvn -q -B -Dstyle.color=never -f jars/pom.xml dependency:copy-dependencies
 	@touch $@
 
-install: $(VENV)/.installed $(JARS)/.installed
+# The embedded driver JVM's class archive (python_hooks/project/jvm_classes.py): made once a JVM can start
+# (Java, the venv, the jars), again when either changes; a new process then maps Spark's classes from it
+# instead of loading them from the jars (about 3 s of every JVM's start). Without Java, or if it fails, it says
+# so in one line and every JVM starts as before.
+$(VENV)/cdc-jvm/.made: $(VENV)/.installed $(JARS)/.installed
+	@if command -v java >/dev/null; then $(BIN)/python -m python_hooks jvm-classes; \
+	else echo "jvm-classes: no java on the PATH: JVMs start without the class archive (with Java: make jvm-classes)"; fi
+	@mkdir -p $(@D) && touch $@
+
+install: $(VENV)/.installed $(JARS)/.installed $(VENV)/cdc-jvm/.made
+
+# The class archive made again (after a JDK upgrade: Java skips an archive of another build without a word).
+jvm-classes: $(VENV)/.installed $(JARS)/.installed check-java
+	$(BIN)/python -m python_hooks jvm-classes
+	@touch $(VENV)/cdc-jvm/.made
 
 check-java:
 	@command -v java >/dev/null || { \

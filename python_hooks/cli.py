@@ -2,6 +2,7 @@
 
 env             print the environment dbt runs with, and where each value comes from (--shell: NAME=value lines)
 write-pth       install the venv start-up hook that applies those defaults
+jvm-classes     make the embedded driver JVM's class archive, which every later process maps (make install)
 evolve          the schema-evolution hook alone: evolve the current-state Iceberg tables
 run             the pipeline once: the pre-dbt hooks, then `dbt build` (extra arguments go to dbt);
                 --every SECONDS: again and again until Ctrl-C / SIGTERM (after the run in progress)
@@ -51,6 +52,7 @@ from python_hooks import objectstore
 from python_hooks.commands.add_source import run_add_source
 from python_hooks.commands.docs import build_docs
 from python_hooks.commands.environment import env_lines
+from python_hooks.commands.jvm_classes import make_archive
 from python_hooks.commands.live_compare import run_compare, run_drop_snapshots
 from python_hooks.commands.live_demo import run_demo
 from python_hooks.commands.loop import loop, with_maintenance
@@ -88,8 +90,8 @@ class _Commands(click.Group):
         return name, command, rest
 
 
-# No banner: output read by scripts (`env --shell`, `s3 env`), and the venv's set-up (`write-pth`).
-_QUIET = {("env", "--shell"), ("write-pth", None), ("s3", "env")}
+# No banner: output read by scripts (`env --shell`, `s3 env`), and the venv's set-up (`write-pth`, `jvm-classes`).
+_QUIET = {("env", "--shell"), ("write-pth", None), ("jvm-classes", None), ("s3", "env")}
 
 # The options several commands share, declared once.
 target_option = click.option(
@@ -124,6 +126,14 @@ def env_command(shell: bool) -> None:
 @main.command("write-pth", help="Install the venv start-up hook that applies the environment defaults.")
 def write_pth() -> None:
     click.echo(f"wrote {env.write_pth()}")
+
+
+@main.command("jvm-classes", help="Make the embedded driver JVM's class archive (make install runs it).")
+def jvm_classes_command() -> None:
+    try:
+        make_archive()
+    except Exception as error:  # noqa: BLE001 - any failure: every JVM starts as before, without it
+        logging.getLogger("python_hooks").warning("jvm-classes: no archive made (%s): JVMs start without it", error)
 
 
 @main.command(help="Evolve the current-state Iceberg tables' schemas from their raw files.")

@@ -18,6 +18,9 @@ with nothing exported:
     ICEBERG_SPARK_RUNTIME_JAR  <project>/jars/lib/iceberg-spark-runtime-3.5_2.12-<version>.jar
     CDC_AWS_JARS               the other jars of jars/lib/, comma-separated: iceberg-aws-bundle
                                (S3FileIO), hadoop-aws and aws-java-sdk-bundle (s3a:// paths)
+    CDC_JVM_OPTIONS            more options of the embedded driver JVM: by default, when `make install`
+                               made the class archive (python_hooks/project/jvm_classes.py), the ones
+                               that map it; unset without it
 
 The jars are the ones jars/pom.xml pins (`make install` copies them from Maven Central into
 jars/lib/); this module reads the pom for their file names, so a version changes in one place.
@@ -51,7 +54,7 @@ import xml.etree.ElementTree as ElementTree
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
-from python_hooks.project import embedded_lock, object_store
+from python_hooks.project import embedded_lock, jvm_classes, object_store
 from python_hooks.project.dbt_args import target_of
 from python_hooks.project.paths import PROJECT_ROOT
 
@@ -65,6 +68,7 @@ JAR_VARIABLES = {
 PTH_NAME = "cdc_lakehouse.pth"
 DEFAULTED = "CDC_DEFAULTED"  # the names apply_defaults() filled in, comma-separated
 SECRET = "CDC_ERASURE_SECRET"  # shown as set or not, never its value
+JVM_OPTIONS = "CDC_JVM_OPTIONS"  # the embedded driver's extra JVM options (the profile's extraJavaOptions)
 # Defaults that live in profiles/profiles.yml (env_var(name, default)), never written to the environment.
 PROFILE_DEFAULTS = {"CDC_TARGET": "local", "CDC_SCHEMA": "lakehouse"}
 # The variables `describe()` reports, in this order.
@@ -77,6 +81,7 @@ VARIABLES = [
     "CDC_SCHEMA",
     "ICEBERG_SPARK_RUNTIME_JAR",
     "CDC_AWS_JARS",
+    JVM_OPTIONS,
     SECRET,
 ]
 # dbt commands that open the warehouse or read the landing zone: a plain `dbt <command>` in the venv
@@ -157,6 +162,8 @@ def _default_values(name: str) -> set[str]:
             return {default_jars(name)}
         except FileNotFoundError:
             return set()
+    if name == JVM_OPTIONS:
+        return {jvm_classes.mapping_options()}  # also once the archive is gone: the default goes with it
     return {os.path.abspath(defaults(target)[name]) for target in ("local", "cluster") if name in defaults(target)}
 
 
@@ -269,6 +276,12 @@ def apply_defaults(environ: MutableMapping[str, str] = os.environ) -> None:
                 filled.append(name)
             except FileNotFoundError:
                 pass  # banner() says to run `make install`; the profile names the variable
+    if not environ.get(JVM_OPTIONS) or _is_default(JVM_OPTIONS, environ):
+        environ.pop(JVM_OPTIONS, None)
+        options = jvm_classes.use_options()
+        if options:
+            environ[JVM_OPTIONS] = options
+            filled.append(JVM_OPTIONS)
     if filled:
         environ[DEFAULTED] = ",".join(filled)
     else:

@@ -337,3 +337,33 @@ def test_a_derived_state_folder_copied_without_cdc_defaulted_still_follows_the_w
     env.apply_defaults(child)
     assert child["CDC_STATE_DIR"] == str(tmp_path / "child")
     assert dict(r[0::2] for r in env.describe(child))["CDC_STATE_DIR"] == "default"
+
+
+def test_the_jvm_options_map_the_class_archive_only_when_make_install_made_it(tmp_path, monkeypatch):
+    """CDC_JVM_OPTIONS (the profile's extra driver options): the options that map the class archive
+    (python_hooks/project/jvm_classes.py) while the file exists, a default; nothing without it; yours win."""
+    from python_hooks.project import jvm_classes
+
+    archive = tmp_path / "cdc-jvm" / "classes.jsa"
+    monkeypatch.setattr(jvm_classes, "ARCHIVE", archive)
+    environ: dict[str, str] = {}
+    env.apply_defaults(environ)
+    assert env.JVM_OPTIONS not in environ
+    assert _sources(environ)[env.JVM_OPTIONS] == ("", "unset")
+
+    archive.parent.mkdir()
+    archive.write_bytes(b"archive")
+    env.apply_defaults(environ)
+    options = environ[env.JVM_OPTIONS]
+    assert options.split() == [f"-XX:SharedArchiveFile={archive}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
+    assert _sources(environ)[env.JVM_OPTIONS] == (options, "default")
+
+    archive.unlink()  # removed (a new venv): the inherited default goes with it
+    env.apply_defaults(environ)
+    assert env.JVM_OPTIONS not in environ
+
+    mine = {env.JVM_OPTIONS: "-Xlog:gc:file=/tmp/gc.log"}
+    archive.write_bytes(b"archive")
+    env.apply_defaults(mine)
+    assert mine[env.JVM_OPTIONS] == "-Xlog:gc:file=/tmp/gc.log"
+    assert _sources(mine)[env.JVM_OPTIONS] == ("-Xlog:gc:file=/tmp/gc.log", "environment")
