@@ -111,7 +111,6 @@ def _train(folder: Path) -> None:
     """Runs TRAINING in a JVM of its own, then ends that JVM and waits until Java has written the archive
     (at the JVM's exit, after this process would otherwise have gone)."""
     from pyspark import SparkContext
-    from pyspark.sql import SparkSession
 
     from python_hooks.project.warehouse import Warehouse
 
@@ -126,7 +125,8 @@ def _train(folder: Path) -> None:
     finally:
         warehouse.close()
         gateway = SparkContext._gateway
-        SparkSession.builder.getOrCreate().stop()
+        if SparkContext._active_spark_context is not None:
+            SparkContext._active_spark_context.stop()
         if gateway is not None:
             process = gateway.proc
             gateway.shutdown()
