@@ -12,7 +12,6 @@ archive: they load from their jars as before.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
@@ -65,7 +64,7 @@ def make_archive(archive: Path = jvm_classes.ARCHIVE) -> Path:
             "CDC_SCHEMA": "jvm_classes",
             env.JVM_OPTIONS: jvm_classes.make_options(partial),
         }
-        with _environment(environ):
+        with env.overridden(environ):
             _train(folder)
     try:
         if not partial.is_file() or partial.stat().st_size == 0:
@@ -91,20 +90,6 @@ def usable(java: str, archive: Path) -> bool:
             cwd=scratch,
         )
     return checked.returncode == 0
-
-
-@contextlib.contextmanager
-def _environment(values: dict[str, str]):
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def _train(folder: Path) -> None:

@@ -530,7 +530,7 @@ def run_pipeline(
             result = dbtRunnerResult(success=True)
         else:
             # dbt selects from the names of --exclude by an index (project/dbt_selection.py)
-            with _environment(handed, clear=HANDED_VARIABLES), dbt_selection.indexed_names():
+            with env.overridden(handed, clear=HANDED_VARIABLES), dbt_selection.indexed_names():
                 result = runner.invoke(
                     [
                         "build",
@@ -703,20 +703,6 @@ def _drop_batch_views() -> None:
                 session.catalog.dropTempView(row.viewName)
     except Exception as error:  # a cleanup: the run's outcome is already decided
         log.debug("could not drop the failed batches' views: %s", error)
-
-
-@contextlib.contextmanager
-def _environment(values: Mapping[str, str], clear: Sequence[str] = ()):
-    """os.environ with `values` set and the other names of `clear` unset, as it was afterwards."""
-    names = {*values, *clear}
-    given = {name: os.environ.pop(name) for name in names if name in os.environ}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name in names:
-            os.environ.pop(name, None)
-        os.environ.update(given)
 
 
 def _full_refresh(dbt_args: Sequence[str]) -> bool:

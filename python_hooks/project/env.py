@@ -44,6 +44,7 @@ and every `python -m python_hooks <command>` and the dbt commands that touch the
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -51,7 +52,7 @@ import re
 import sys
 import sysconfig
 import xml.etree.ElementTree as ElementTree
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from pathlib import Path
 
 from python_hooks.project import embedded_lock, jvm_classes, object_store
@@ -291,6 +292,20 @@ def apply_defaults(environ: MutableMapping[str, str] = os.environ) -> None:
         environ[DERIVED] = ",".join(f"{name}:{_fingerprint(environ[name])}" for name in derived)
     else:
         environ.pop(DERIVED, None)
+
+
+@contextlib.contextmanager
+def overridden(values: Mapping[str, str], clear: Sequence[str] = ()) -> Iterator[None]:
+    """os.environ with `values` set and the other names of `clear` unset, as it was afterwards."""
+    names = {*values, *clear}
+    given = {name: os.environ.pop(name) for name in names if name in os.environ}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name in names:
+            os.environ.pop(name, None)
+        os.environ.update(given)
 
 
 def describe(environ: Mapping[str, str] = os.environ) -> list[tuple[str, str, str]]:
