@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass
 
 from python_hooks.project.sql import quote_ident, quoted_relation, split_relation, sql_string
-from python_hooks.project.warehouse import Warehouse
+from python_hooks.project.warehouse import Warehouse, process_session
 
 log = logging.getLogger(__name__)
 
@@ -166,9 +166,7 @@ def remove_orphans_since(warehouse: Warehouse, relation: str, since: dt.datetime
     `make maintain` removes the rest once they pass it. Returns how many files went."""
     if warehouse.target != "local":
         return remove_orphan_files(warehouse, relation, since - ORPHAN_INTERVAL)
-    from pyspark.sql import SparkSession  # the embedded target only: this process's own session
-
-    session = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()  # dbt's session
+    session = process_session()  # the embedded target only: this process's own session, dbt's
     spark = session._jvm.org.apache.iceberg.spark
     table = spark.Spark3Util.loadIcebergTable(session._jsparkSession, relation)
     action = spark.actions.SparkActions.get(session._jsparkSession).deleteOrphanFiles(table)

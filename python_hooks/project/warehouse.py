@@ -245,9 +245,7 @@ class Warehouse:
 
         if SparkContext._active_spark_context is None:
             return None
-        from pyspark.sql import SparkSession
-
-        session = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
+        session = process_session()
         load = session._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable
         found: dict[str, str | None] = {}
         try:
@@ -377,6 +375,14 @@ KEPT_INFORMATION = ("Catalog:", "Database:", "Namespace:", "Table:", "Owner:", "
 
 
 # What `meta_snapshots` answers for a table whose listing does not say its snapshot (not Iceberg's Hive catalog).
+def process_session():
+    """This process's Spark session, through which py4j reaches its JVM: on the embedded target dbt-spark's (the
+    `session` method), which dbt's first statement made with the profile's settings."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
+
+
 UNLISTED = object()
 
 
