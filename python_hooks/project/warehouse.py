@@ -374,7 +374,6 @@ FIXED = re.compile(r"fixed\[\d+\]")
 KEPT_INFORMATION = ("Catalog:", "Database:", "Namespace:", "Table:", "Owner:", "Type:", "Provider:", "Location:")
 
 
-# What `meta_snapshots` answers for a table whose listing does not say its snapshot (not Iceberg's Hive catalog).
 def process_session():
     """This process's Spark session, through which py4j reaches its JVM: on the embedded target dbt-spark's (the
     `session` method), which dbt's first statement made with the profile's settings."""
@@ -383,6 +382,7 @@ def process_session():
     return SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
 
 
+# What `meta_snapshots` answers for a table whose listing does not say its snapshot (not Iceberg's Hive catalog).
 UNLISTED = object()
 
 
