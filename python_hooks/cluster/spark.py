@@ -150,6 +150,8 @@ def thrift_settings(config: ClusterConfig, environ: os._Environ[str] | dict[str,
         "spark.sql.shuffle.partitions": environ.get("CDC_SHUFFLE_PARTITIONS") or "4",
         "spark.sql.adaptive.enabled": "true",
         "spark.sql.adaptive.coalescePartitions.enabled": "true",
+        # One driver for every session: the classes it generates kept for 2,000 plans, not 100 (profiles/profiles.yml).
+        "spark.sql.codegen.cache.maxEntries": "2000",
         # A large table's MERGE: a shuffle join with a bloom filter on the table's side (profiles/profiles.yml).
         "spark.sql.adaptive.autoBroadcastJoinThreshold": "10MB",
         "spark.sql.optimizer.runtime.bloomFilter.applicationSideScanSizeThreshold": "32MB",
