@@ -25,11 +25,13 @@ from python_hooks.project.sql import quote_ident, sql_string
 
 @dataclass(frozen=True)
 class Event:
-    """One landed change: when it committed, when its file was written, when its table had it (epoch seconds)."""
+    """One landed change: when it committed, when its file was written, when its table had it (epoch seconds), and
+    that table's model."""
 
     committed: float
     landed: float
     visible: float
+    model: str = ""
 
 
 def file_commits(path: Path) -> list[float]:
@@ -61,7 +63,8 @@ def events(folders: Mapping[str, Path], applied: Mapping[tuple[str, str], float]
             if visible is None:
                 continue
             landed = file.mtime_ns / 1e9
-            found.extend(Event(committed, landed, visible) for committed in file_commits(Path(file.location.path)))
+            commits = file_commits(Path(file.location.path))
+            found.extend(Event(committed, landed, visible, model) for committed in commits)
     return found
 
 
@@ -86,6 +89,21 @@ def summary(found: Sequence[Event]) -> list[str]:
             f"  max {max(values):6.1f}  (mean {statistics.fmean(values):.1f})"
         )
     return lines
+
+
+def after_first_batches(found: Sequence[Event], since: float) -> tuple[float, list[Event]]:
+    """(the moment, the events committed from then on) once every table with changes committed from `since` (the
+    workload's start) had its first such batch visible: what a loop that has applied a batch to each of its tables
+    shows, its JVM's first batches of each shape and the workload's first schema changes behind it; (since, []) when
+    no change committed from `since` was applied."""
+    first: dict[str, float] = {}
+    for event in found:
+        if event.committed >= since:
+            first[event.model] = min(first.get(event.model, event.visible), event.visible)
+    if not first:
+        return since, []
+    moment = max(first.values())
+    return moment, [event for event in found if event.committed >= moment]
 
 
 def utc(seconds: float) -> str:

@@ -17,7 +17,7 @@ from python_hooks.live.compare import (
     spark_text,
     spark_type_of,
 )
-from python_hooks.live.latency import Event, events, percentile, summary
+from python_hooks.live.latency import Event, after_first_batches, events, percentile, summary
 
 
 @pytest.mark.parametrize(
@@ -86,5 +86,23 @@ def test_latency_events_come_from_the_landed_files_and_the_ledger(tmp_path):
     pq.write_table(table, path)
     os.utime(path, (4.0, 4.0))
     found = events({"m": folder}, {("m", path.name): 10.0, ("m", "other"): 1.0})
-    assert found == [Event(2.0, 4.0, 10.0), Event(2.5, 4.0, 10.0)]
+    assert found == [Event(2.0, 4.0, 10.0, "m"), Event(2.5, 4.0, 10.0, "m")]
     assert events({"m": folder}, {}) == []  # not applied yet
+
+
+def test_latency_once_every_table_had_a_batch_of_the_workload():
+    """The cut is the latest of the tables' first batches visible after the workload's start; the snapshot's
+    events before the start do not count, and the events committed from the cut on are kept, whatever their table."""
+    found = [
+        Event(5.0, 6.0, 20.0, "snapshot_only"),  # committed before the workload: not a first batch
+        Event(101.0, 103.0, 130.0, "a"),
+        Event(102.0, 103.0, 112.0, "a"),  # a's first batch visible at 112
+        Event(104.0, 106.0, 125.0, "b"),  # b's first batch visible at 125: the cut
+        Event(124.0, 126.0, 140.0, "a"),  # before the cut
+        Event(125.0, 127.0, 141.0, "b"),
+        Event(130.0, 131.0, 150.0, "a"),
+    ]
+    moment, warm = after_first_batches(found, since=100.0)
+    assert moment == 125.0
+    assert warm == [Event(125.0, 127.0, 141.0, "b"), Event(130.0, 131.0, 150.0, "a")]
+    assert after_first_batches(found, since=200.0) == (200.0, [])
