@@ -9,9 +9,12 @@ it, late files and re-delivered ones; `python -m python_hooks run` (`make run`) 
 minutes, SOAK_KILL_RATE (1 %) of the runs killed with SIGKILL at a random kill point of a random table
 (or the runs SOAK_KILL_RUNS names); `python -m python_hooks maintain` (`make maintain`) every
 SOAK_MAINTAIN_EVERY (60) minutes; one column added at the source of table 1 (SOAK_SCHEMA_CHANGE_AT,
-40 % of the day) and one subject erased (`erase`, SOAK_ERASE_AT, the run minute nearest 60 %). Each
-command is the project's own, in a process group of its own (soak/commands.py), on the embedded target
-with the soak's own warehouse, landing root and schema, under SOAK_WORK (target/soak).
+40 % of the day) and one subject erased (`erase`, SOAK_ERASE_AT, the run minute nearest 60 %). The
+commands are the project's own, on the embedded target with the soak's own warehouse, landing root and
+schema, under SOAK_WORK (target/soak). SOAK_MODE says how a scheduler starts them (soak/commands.py):
+`loop` (the default) in one long-lived process, as `run --every --maintain-every` runs all day, started
+again after a kill, as a supervisor starts a loop again; `processes` each in a process of its own, as cron
+starts `make run`.
 
 At the end (soak/checks.py): every table equals the pure-Python replay, the batch log equals the replay's
 counts, storage is within the retention settings, run time is flat, the schema change and the erasure
@@ -22,5 +25,5 @@ time window of the models' `cdc_retention` to SOAK_RETENTION_DAYS (0) and keeps 
 which is then what the storage check holds each table to. The pipeline's meta tables keep the code's
 default window (7 days): their snapshots are reported, not bounded. Other knobs: SOAK_SEED (29),
 SOAK_ROWS (200 full-load rows per table), SOAK_CHANGES (6 changes per table per minute), SOAK_FLAT_FACTOR
-(1.5), SOAK_RUN_TIMEOUT (1800 s per command).
+(1.5), SOAK_RUN_TIMEOUT (1800 s per command), SOAK_MODE (loop).
 """

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from helpers.faults import BRANCH_POINTS, MERGE_POINTS
 from soak import checks, report
-from soak.commands import Outcome, environment, folder_bytes, start
+from soak.commands import Outcome, Processes, Worker, environment, folder_bytes
 from soak.producers import SUBJECT, Table, choose_subject, make_tables
 from soak.project import add_sources, declare_subject, make_project
 from soak.settings import LATE_BY, REDELIVER_LAG, Settings, killed_runs, maintain_minutes, run_minutes
@@ -54,11 +54,10 @@ class Day:
         self.rng = random.Random(f"{settings.seed}-kills")
         self.points = kill_points()
 
-    def _do(
-        self, kind: str, args: list[str], minute: int, number: int = 0, kill_at: str | None = None, **more
-    ) -> Outcome:
+    def _do(self, command: dict, minute: int, number: int = 0, kill_at: str | None = None, **more) -> Outcome:
+        kind = command["kind"]
         label = f"{kind}-{number:03d}" if number else f"{kind}-m{minute:04d}"
-        code, wall, seconds, _ = start(self.settings, self.environ, self.project, args, label, kill_at)
+        code, wall, seconds, _ = self.commands.do(command, label, kill_at)
         outcome = Outcome(kind, number, minute, wall, seconds, code, kill_at=kill_at, log=f"logs/{label}.log", **more)
         outcome.killed = bool(kill_at) and code == -signal.SIGKILL
         outcome.warehouse_bytes = folder_bytes(self.work / "warehouse")
@@ -74,7 +73,7 @@ class Day:
             kill_at = f"{self.rng.choice(self.points)}:{self.rng.choice(self.tables).model}"
         previous = next((o for o in reversed(self.outcomes) if o.kind == "run"), None)
         recovery = previous is not None and previous.killed
-        outcome = self._do("run", ["python_hooks", "run"], minute, number, kill_at, recovery=recovery, files=files)
+        outcome = self._do({"kind": "run"}, minute, number, kill_at, recovery=recovery, files=files)
         if outcome.killed:
             model = kill_at.split(":", 1)[1]
             self.kills.append(
@@ -97,12 +96,27 @@ class Day:
         self.land(0)
         self.project = make_project(self.work / "project", s.retention_days)
         self.environ = environment(s, self.project)
+        self.commands = (Worker if s.mode == "loop" else Processes)(s, self.environ, self.project)
         for line in add_sources(self.project, self.tables, self.environ):
             log.debug("%s", line)
         declare_subject(self.project, self.tables)
         log.info(
-            "soak: %d tables added to %s; the day starts (work folder %s)", len(self.tables), self.project, self.work
+            "soak: %d tables added to %s; the day starts (work folder %s; commands: %s)",
+            len(self.tables),
+            self.project,
+            self.work,
+            "one long-lived process, started again after a kill" if s.mode == "loop" else "a process each",
         )
+        try:
+            inspected = self._day(s)
+        finally:
+            self.commands.close()
+        self.wall = time.monotonic() - started
+        self.save(self.wall)
+        return self.finish(inspected.ok)
+
+    def _day(self, s: Settings) -> Outcome:
+        """The day's minutes, then the warehouse dumped for the checks (the inspection's outcome)."""
         runs = run_minutes(s)
         maintains = set(maintain_minutes(s))
         kills = killed_runs(s)
@@ -119,21 +133,15 @@ class Day:
                 self.run(minute, number, number in kills, pending_files)
                 pending_files = 0
             if minute == s.erase_minute:
-                erase = self._do(
-                    "erase",
-                    ["python_hooks", "erase", "--subject", SUBJECT, "--key", str(self.subject), "--reason", "soak"],
-                    minute,
-                )
+                command = {"kind": "erase", "subject": SUBJECT, "keys": [str(self.subject)], "reason": "soak"}
+                erase = self._do(command, minute)
                 self.erased_at = checks.utc(erase.started)
             if minute in maintains:
-                self._do("maintain", ["python_hooks", "maintain"], minute)
+                self._do({"kind": "maintain"}, minute)
         if self.outcomes and [o for o in self.outcomes if o.kind == "run"][-1].killed:
             self.run(s.minutes, len(runs) + 1, False, 0)
-            self._do("maintain", ["python_hooks", "maintain"], s.minutes)
-        inspected = self._do("inspect", ["soak.inspect_warehouse", str(self.dumped)], self.settings.minutes)
-        self.wall = time.monotonic() - started
-        self.save(self.wall)
-        return self.finish(inspected.ok)
+            self._do({"kind": "maintain"}, s.minutes)
+        return self._do({"kind": "inspect", "dump": str(self.dumped)}, self.settings.minutes)
 
     @property
     def dumped(self) -> Path:

@@ -79,6 +79,12 @@ def markdown(
         "",
         f"{settings.tables} tables, {settings.minutes} simulated minutes, a run every {settings.run_every}, "
         f"maintain every {settings.maintain_every}, seed {settings.seed}; wall time {wall_seconds / 60:.1f} min.",
+        "The commands in "
+        + (
+            "one long-lived process (SOAK_MODE=loop, as `run --every --maintain-every`), started again after a kill."
+            if settings.mode == "loop"
+            else "a process each (SOAK_MODE=processes, as cron starts `make run`)."
+        ),
         "",
         "| figure | value |",
         "|---|---|",

@@ -34,6 +34,7 @@ class Settings:
     retention_days: float = 0.0  # the copy's cdc_retention.days (the day is accelerated: see __init__)
     flat_factor: float = 1.5  # last hour's median run time may be at most this times the first hour's
     run_timeout: int = 1800  # seconds before a hung command's process group is killed
+    mode: str = "loop"  # loop: one long-lived process for the day's commands; processes: one each (soak/commands.py)
 
     @property
     def schema_change_minute(self) -> int:
@@ -72,6 +73,7 @@ def from_env(environ: Mapping[str, str] = os.environ) -> Settings:
         retention_days=float(environ.get("SOAK_RETENTION_DAYS") or 0.0),
         flat_factor=float(environ.get("SOAK_FLAT_FACTOR") or 1.5),
         run_timeout=_int(environ, "SOAK_RUN_TIMEOUT", 1800),
+        mode=(environ.get("SOAK_MODE") or "loop").strip(),
     )
     check(settings)
     return settings
@@ -79,6 +81,8 @@ def from_env(environ: Mapping[str, str] = os.environ) -> Settings:
 
 def check(settings: Settings) -> None:
     """ValueError, in one line, for settings the soak cannot run."""
+    if settings.mode not in ("loop", "processes"):
+        raise ValueError(f"SOAK_MODE must be loop or processes, not {settings.mode!r}")
     if settings.tables < 2:
         raise ValueError("SOAK_TABLES must be at least 2 (one DMS and one Debezium table hold the erased subject)")
     if settings.run_every < 1 or settings.maintain_every < 1 or settings.minutes < settings.run_every:
