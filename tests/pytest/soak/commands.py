@@ -164,7 +164,8 @@ class Worker:
                     else:
                         out.write(line)
             except BaseException:  # the soak itself stopped (Ctrl-C, SIGTERM): the worker's group goes too
-                self._kill()
+                if self.process is not None:
+                    self._kill()
                 raise
         return code, wall, time.monotonic() - started, log.read_text(encoding="utf-8", errors="replace")
 
@@ -183,8 +184,8 @@ class Worker:
         try:
             self.process.wait(timeout=300)
         except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+            self._kill()
+            return
         _reap(self.process.pid)
         self.process = None
 
@@ -203,10 +204,8 @@ class Processes:
 
     def __init__(self, settings: Settings, environ: dict[str, str], project: Path) -> None:
         self.settings, self.environ, self.project = settings, environ, project
-        self.started = 0
 
     def do(self, command: dict, label: str, kill_at: str | None = None) -> tuple[int, float, float, str]:
-        self.started += 1
         return start(self.settings, self.environ, self.project, cli_args(command), label, kill_at)
 
     def close(self) -> None:
