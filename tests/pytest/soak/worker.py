@@ -33,8 +33,7 @@ def main() -> int:
         if not line.strip():
             continue
         command = json.loads(line)
-        os.environ.pop(faults.KILL_AT, None)
-        if command.get("kill_at"):
+        if command.get("kill_at"):  # for this command only (the soak's environment has none: soak/commands.py)
             os.environ[faults.KILL_AT] = command["kill_at"]
         try:
             ok = _do(command, runner)
