@@ -404,10 +404,11 @@ class Progress:
         return f"  {self.others} other model(s) and snapshot(s) built; tests: {tests}"
 
 
-def make_runner(progress: bool = True):
-    """The dbtRunner of `make run` / `make demo`: with the fault-injection callback when
-    CDC_KILL_AT is set (python_hooks/project/faults.py), and the progress lines unless `progress` is false."""
-    callbacks = [faults.dbt_callback] if faults.enabled() else []
+def make_runner(progress: bool = True, kill_points: bool | None = None):
+    """The dbtRunner of `make run` / `make demo`: with the fault-injection callback when CDC_KILL_AT is set
+    (python_hooks/project/faults.py) or `kill_points` is true (a process whose commands set it one by one),
+    and the progress lines unless `progress` is false."""
+    callbacks = [faults.dbt_callback] if (faults.enabled() if kill_points is None else kill_points) else []
     if progress:
         callbacks.append(Progress())
     return dbt_runner(callbacks)

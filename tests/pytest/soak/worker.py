@@ -18,9 +18,8 @@ import sys
 
 from python_hooks.commands.maintain import run_maintenance
 from python_hooks.commands.personal_data import run_personal_data
-from python_hooks.commands.run import Progress, run_pipeline
+from python_hooks.commands.run import make_runner, run_pipeline
 from python_hooks.project import env, faults
-from python_hooks.project.session import dbt_runner
 from soak.commands import DONE
 
 
@@ -28,7 +27,7 @@ def main() -> int:
     env.apply_defaults()
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    runner = dbt_runner([faults.dbt_callback, Progress()])  # as `run --every` makes it, the kill callback armed
+    runner = make_runner(kill_points=True)  # as `run --every` makes it, the kill callback there for every command
     for line in sys.stdin:
         if not line.strip():
             continue
