@@ -374,30 +374,55 @@ def _schema_from_text(text: str) -> pa.Schema:
     return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text, validate=True)))
 
 
-# The state's layout; a state of another (an older cache that kept a union per table) is read as none.
-_STATE_VERSION = 2
+# The state's layout. Version 3 keeps each distinct footer schema once (a table's files nearly always share a few),
+# and an entry names it by index: the state grows by a few numbers per file, not by the file's whole schema, and a
+# load decodes each schema once. Version 2 (a schema per entry) is read too; any other is read as none.
+_STATE_VERSION = 3
+_READABLE_VERSIONS = (2, 3)
 
 
 def _state_from_json(data: object) -> dict[str, dict[str, _Entry]]:
-    if not isinstance(data, dict) or data.get("version") != _STATE_VERSION:
-        raise ValueError(f"the state is not a footer cache of version {_STATE_VERSION}")
+    if not isinstance(data, dict) or data.get("version") not in _READABLE_VERSIONS:
+        raise ValueError(f"the state is not a footer cache of version {' or '.join(map(str, _READABLE_VERSIONS))}")
+    decoded: dict[str, pa.Schema] = {}  # schema text -> its schema, decoded once and shared by its entries
+
+    def schema(text: str) -> pa.Schema:
+        if text not in decoded:
+            decoded[text] = _schema_from_text(text)
+        return decoded[text]
+
+    if data["version"] == 2:
+        texts = None
+    else:
+        texts = [str(text) for text in data["schemas"]]
     tables: dict[str, dict[str, _Entry]] = {}
     for table, files in data["tables"].items():
         tables[str(table)] = {
-            str(name): _Entry(int(size), int(mtime), _schema_from_text(text))
+            str(name): _Entry(int(size), int(mtime), schema(str(text) if texts is None else texts[int(text)]))
             for name, (size, mtime, text) in files.items()
         }
     return tables
 
 
 def _state_to_json(tables: dict[str, dict[str, _Entry]]) -> dict[str, object]:
-    return {
-        "version": _STATE_VERSION,
-        "tables": {
-            table: {name: [e.size, e.mtime_ns, _schema_to_text(e.schema)] for name, e in files.items()}
-            for table, files in tables.items()
-        },
+    texts: list[str] = []
+    index_of_text: dict[str, int] = {}
+    index_of_object: dict[int, int] = {}  # id(schema) -> index: an entry's shared schema is serialized once
+
+    def index(schema: pa.Schema) -> int:
+        if id(schema) not in index_of_object:
+            text = _schema_to_text(schema)
+            if text not in index_of_text:
+                index_of_text[text] = len(texts)
+                texts.append(text)
+            index_of_object[id(schema)] = index_of_text[text]
+        return index_of_object[id(schema)]
+
+    entries = {
+        table: {name: [e.size, e.mtime_ns, index(e.schema)] for name, e in files.items()}
+        for table, files in tables.items()
     }
+    return {"version": _STATE_VERSION, "schemas": texts, "tables": entries}
 
 
 def _stored(file: RawFile) -> StoredFile:
@@ -547,7 +572,7 @@ class FooterCache:
 
     def save(self) -> None:
         """Write the state atomically (project/warehouse.py: write_state)."""
-        write_state(self.state_path, json.dumps(_state_to_json(self._tables), indent=1, sort_keys=True))
+        write_state(self.state_path, json.dumps(_state_to_json(self._tables), separators=(",", ":"), sort_keys=True))
 
 
 FOOTER_CACHE = "footer_cache.json"  # the cache's file in the hooks' state folder (project/warehouse.py: state_dir)

@@ -232,6 +232,50 @@ def test_cache_persists_across_instances(tmp_path: Path, dms_files: list[Path], 
     assert again == UnionSchema(EXPECTED_DMS_UNION, ())
 
 
+def test_the_state_keeps_each_schema_once(tmp_path: Path, counted_reads: list[str]) -> None:
+    """A table's files nearly always share their schema: the state names it by index, so it grows by a few numbers
+    per file (the soak's day: 22.5 MB of schemas for 27,055 files before, 3.3 MB after), and each entry read back
+    has its file's own schema."""
+    narrow, wide = pa.schema([("id", pa.int64())]), pa.schema([("id", pa.int64()), ("name", pa.string())])
+    files = [write(tmp_path / "t" / f"{n:02d}.parquet", wide if n % 3 == 0 else narrow) for n in range(9)]
+    other = [write(tmp_path / "u" / f"{n:02d}.parquet", narrow) for n in range(2)]
+    state = tmp_path / "footers.json"
+    cache = FooterCache(state)
+    cache.footers("t", files)
+    cache.footers("u", other)
+    cache.save()
+    saved = json.loads(state.read_text())
+    assert len(saved["schemas"]) == 2
+    schema_of = {
+        name: footers._schema_from_text(saved["schemas"][entry[2]]) for name, entry in saved["tables"]["t"].items()
+    }
+    assert schema_of == {str(f): wide if n % 3 == 0 else narrow for n, f in enumerate(files)}
+
+    counted_reads.clear()
+    again = FooterCache(state)
+    assert again.footers("t", files) == [(str(f), wide if n % 3 == 0 else narrow) for n, f in enumerate(files)]
+    assert again.footers("u", other) == [(str(f), narrow) for f in other]
+    assert counted_reads == []
+
+
+def test_a_state_of_version_2_is_read(tmp_path: Path, dms_files: list[Path], counted_reads: list[str]) -> None:
+    """The state of the release before (a schema written out per entry) holds after an upgrade: no footer read again."""
+    state = tmp_path / "footers.json"
+    cache = FooterCache(state)
+    expected = cache.union_schema("crm.customer", dms_files)
+    version_2 = {
+        "version": 2,
+        "tables": {
+            table: {name: [e.size, e.mtime_ns, footers._schema_to_text(e.schema)] for name, e in files.items()}
+            for table, files in cache._tables.items()
+        },
+    }
+    state.write_text(json.dumps(version_2))
+    counted_reads.clear()
+    assert FooterCache(state).union_schema("crm.customer", dms_files) == expected
+    assert counted_reads == []
+
+
 def test_a_listed_file_is_the_same_cache_entry_as_its_path(
     tmp_path: Path, dms_files: list[Path], counted_reads: list[str]
 ) -> None:
