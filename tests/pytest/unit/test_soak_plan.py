@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import os
 from decimal import Decimal
 
 import pytest
 
 from python_hooks.live import sink
-from soak.checks import _shift_after_kill
+from soak.checks import METADATA_VERSIONS, Kill, _shift_after_kill, storage
 from soak.producers import connect_decimal, dms_file_name
 from soak.settings import (
     Settings,
@@ -104,3 +105,49 @@ def test_flatness_compares_an_hour_of_runs_at_each_end():
     assert first == list(range(15, 75, 5)) and last == list(range(1385, 1441, 5)), "12 runs: an hour"
     small = from_env({"SOAK_TABLES": "3", "SOAK_MINUTES": "30"})
     assert compared([15, 25, 30], small) == ([15], [30]), "a third of a short day's runs"
+
+
+def _table_folder(root, metadata_files: int, data_files: int):
+    """A table's folder as Iceberg leaves it: `metadata_files` metadata files and `data_files` data files."""
+    (root / "metadata").mkdir(parents=True)
+    (root / "data").mkdir()
+    metadata = [root / "metadata" / f"{n:05d}-x.metadata.json" for n in range(metadata_files)]
+    data = [root / "data" / f"{n:05d}.parquet" for n in range(data_files)]
+    for path in metadata + data:
+        path.write_text("{}")
+    return metadata, data
+
+
+def _at(path, moment: dt.datetime) -> None:
+    """The file's mtime set to `moment`, a naive UTC time as the soak's checks keep them."""
+    seconds = moment.replace(tzinfo=dt.timezone.utc).timestamp()
+    os.utime(path, (seconds, seconds))
+
+
+def test_storage_leaves_out_what_a_kill_wrote_but_not_more(tmp_path):
+    """A commit cut by a kill leaves a metadata file and data files no snapshot refers to: not counted against the
+    retention's bounds when written while the killed run ran; the same files written at another time are."""
+
+    now = dt.datetime(2026, 12, 6, 21, 0)
+    kill = Kill("t", "after_pin", now - dt.timedelta(minutes=30), now - dt.timedelta(minutes=29))
+    during, other = kill.started + dt.timedelta(seconds=10), now - dt.timedelta(minutes=10)
+    metadata, data = _table_folder(tmp_path / "t", METADATA_VERSIONS + 2, 3)  # one metadata file over the bound
+    for path in metadata + data:
+        _at(path, other)
+    table = {
+        "kind": "current_state",
+        "location": str(tmp_path / "t"),
+        "snapshots": [(n, now) for n in range(3)],
+        "files": [str(p) for p in data[:2]],  # data[2]: referenced by no snapshot
+    }
+
+    def verdict(orphans_at: dt.datetime) -> tuple[bool, dict]:
+        _at(metadata[0], orphans_at)
+        _at(data[2], orphans_at)
+        checks, figures = storage({"tables": {"s.t": table}}, Settings(), now, [kill])
+        return checks[0].ok, figures["s.t"]
+
+    ok, figures = verdict(during)
+    assert ok and figures["left_by_kills"] == 1 and figures["metadata_files"] == METADATA_VERSIONS + 2
+    ok, figures = verdict(other)
+    assert not ok and figures["left_by_kills"] == 0
