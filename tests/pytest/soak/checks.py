@@ -246,6 +246,10 @@ def storage(state: dict, settings: Settings, last_maintain: dt.datetime, kills: 
     """The retention's bounds per table; and the figures: (snapshots, files referenced, on disk, left by kills)."""
     checks, figures = [], {}
     windows_of_kills = [(k.started - dt.timedelta(seconds=2), k.ended + dt.timedelta(seconds=2)) for k in kills]
+
+    def during_a_kill(path: Path) -> bool:
+        return any(a <= _mtime(path) <= b for a, b in windows_of_kills)
+
     for name, table in sorted(state["tables"].items()):
         days = settings.retention_days if table["kind"] == "current_state" else META_DAYS
         cutoff = last_maintain - dt.timedelta(days=days)
@@ -256,12 +260,12 @@ def storage(state: dict, settings: Settings, last_maintain: dt.datetime, kills: 
         on_disk = {p for p in (location / "data").rglob("*") if p.is_file() and not p.name.startswith(".")}
         referenced = {_local(path) for path in table["files"]}
         unreferenced = on_disk - referenced
-        by_kills = {p for p in unreferenced if any(a <= _mtime(p) <= b for a, b in windows_of_kills)}
+        by_kills = {p for p in unreferenced if during_a_kill(p)}
         leaked = unreferenced - by_kills
         # A commit cut by a kill may have written its metadata file without making it current (another thread's
         # table, or the killed statement's): an orphan like a data file, removed after the orphan interval. Metadata
         # files written while a killed run ran are not counted against the bound.
-        metadata_in_kills = [p for p in metadata if any(a <= _mtime(p) <= b for a, b in windows_of_kills)]
+        metadata_in_kills = [p for p in metadata if during_a_kill(p)]
         figures[name] = {
             "snapshots": len(table["snapshots"]),
             "allowed": allowed,
