@@ -58,7 +58,7 @@ from python_hooks.commands.live_demo import run_demo
 from python_hooks.commands.loop import loop, with_maintenance
 from python_hooks.commands.maintain import run_maintenance
 from python_hooks.commands.personal_data import run_personal_data
-from python_hooks.commands.run import make_runner, run_hooks, run_pipeline, verbose
+from python_hooks.commands.run import make_runner, run_hooks, run_pipeline, runs_args, verbose
 from python_hooks.commands.status import run_status
 from python_hooks.project import env
 from python_hooks.project.dbt_args import split_shared_options, target_args
@@ -150,7 +150,8 @@ def evolve() -> None:
     type=float,
     metavar="SECONDS",
     help="Run again every SECONDS (from one start to the next) until Ctrl-C or SIGTERM, which stop it after "
-    "the run in progress; one loop per warehouse on this machine.",
+    "the run in progress; one loop per warehouse on this machine. With --full-refresh, the first run only "
+    "rebuilds.",
 )
 @click.option("--runs", type=int, help="With --every: stop after this many runs.")
 @click.option(
@@ -168,9 +169,10 @@ def run(ctx: click.Context, every: float | None, runs: int | None, maintain_ever
             raise click.UsageError("--maintain-every goes with --every (a loop); alone, run `maintain`")
         sys.exit(0 if run_pipeline(ctx.args) else 1)
     runner = make_runner(progress=not verbose())  # one runner, one Spark session, for every run
+    args = runs_args(ctx.args)  # --full-refresh: the first run only
 
     def turn() -> bool:
-        return run_pipeline(ctx.args, runner=runner)
+        return run_pipeline(args(), runner=runner)
 
     if maintain_every is not None:  # the target's options only (--target, --project-dir...), as `maintain` takes
         shared = split_shared_options(ctx.args)[1]

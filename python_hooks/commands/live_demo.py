@@ -1,13 +1,16 @@
 """`python -m python_hooks live demo` (`make demo-live`): the live source end to end for a few minutes.
 
-PostgreSQL up and seeded, the capture started (initial snapshot, then streaming), a first run that builds
-the live tables from the snapshot (`--full-refresh`), `run --every SECONDS` in a process of its own
-(CDC_LIVE=1, `--select source:shop+`: the live models only), the workload spread over MINUTES once the loop's
-first run has ended, the capture drained; the loop stopped once a run that started after the drain has ended,
-and one last run (which finds nothing new unless the loop failed); then the comparison with PostgreSQL (`live
-compare`) and the latency from commit to visible (python_hooks/live/latency.py). The latency is a running
-loop's, as a scheduler's is all day: the loop's first run, which starts its JVM (about 50 s on 2 cores), is over
-before the first change commits, and the last changes are applied by the loop, not by a process started for them.
+PostgreSQL up and seeded, the capture started (initial snapshot, then streaming), `run --every SECONDS
+--full-refresh` in a process of its own (CDC_LIVE=1, `--select source:shop+`: the live models only), whose first
+run builds the live tables from the snapshot, the workload spread over MINUTES once that run has ended, the
+capture drained; the loop stopped once a run that started after the drain has ended, and one last run (which finds
+nothing new unless the loop failed); then the comparison with PostgreSQL (`live compare`) and the latency from commit
+to visible (python_hooks/live/latency.py). The latency is a running loop's, as a scheduler's is all day: the loop's
+first run, which starts its JVM and builds the tables (about 50 s on 2 cores), is over before the first change
+commits, and the last changes are applied by the loop, not by a process started for them. The build runs in the
+loop's JVM, not in a process before it, as a loop started on new tables builds them: its first batches then run in a
+JVM that has compiled a build's work (the first run with changes 20-24 s, against 34 s in a JVM that had run
+nothing; bench/TUNING.md round 39).
 It is given for every change, then for the changes committed once the loop had applied a batch of the workload to
 every table (its JVM's first batches of each shape, and the workload's schema changes, which come first, behind it).
 The live tables' snapshots are dropped first: their history starts again with the fresh database.
@@ -69,12 +72,11 @@ def run_demo(config: LiveConfig, every: float, minutes: float, dbt_args: Sequenc
         workload.run(config, seed, 0, only_seed=True)
         capture.start(config)
         capture.drain(config, 120)
-        # The snapshot, and the tables built again from it: a warehouse may hold an earlier demo's
-        # tables, whose ledgers name files this fresh capture writes again under the same names.
-        if subprocess.run(_pipeline(*LIVE_ONLY, "--full-refresh", *dbt_args)).returncode != 0:
-            raise SystemExit("live demo: the first run failed (see above)")
+        # The loop's first run builds the tables again from the snapshot (--full-refresh, its first run only):
+        # a warehouse may hold an earlier demo's tables, whose ledgers name files this fresh capture writes
+        # again under the same names. In the loop's own JVM, which then runs the workload's batches.
         loop = subprocess.Popen(
-            _pipeline("--every", str(every), *LIVE_ONLY, *dbt_args),
+            _pipeline("--every", str(every), *LIVE_ONLY, "--full-refresh", *dbt_args),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

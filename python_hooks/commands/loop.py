@@ -14,6 +14,9 @@ no JVM start per run).
   the run in progress, once SECONDS have passed since the loop started or since its last maintenance began. On
   the embedded target the loop holds the warehouse for its whole life, so `make maintain` beside it is refused;
   this is how a loop keeps its warehouse bounded. Its time counts in the turn's (the next run may start at once).
+- `--full-refresh` (`-f`) rebuilds in the first run only, and the later runs apply what lands: a loop started
+  to rebuild its tables, in the JVM the runs after it use (`make demo-live` starts its loop so;
+  python_hooks/commands/run.py: runs_args).
 """
 
 from __future__ import annotations

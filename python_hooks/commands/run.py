@@ -33,7 +33,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dbt_common.invocation import get_invocation_id
@@ -706,8 +706,26 @@ def _drop_batch_views() -> None:
         log.debug("could not drop the failed batches' views: %s", error)
 
 
+FULL_REFRESH = ("--full-refresh", "-f")
+
+
 def _full_refresh(dbt_args: Sequence[str]) -> bool:
-    return any(arg in ("--full-refresh", "-f") for arg in dbt_args)
+    return any(arg in FULL_REFRESH for arg in dbt_args)
+
+
+def runs_args(dbt_args: Sequence[str]) -> Callable[[], list[str]]:
+    """The dbt arguments of each run of a `run --every` loop, one call per run: `dbt_args` for the first, the
+    same without `--full-refresh` for the others (a loop started to rebuild its tables; a rebuild every
+    SECONDS would read every file again each time)."""
+    later = [arg for arg in dbt_args if arg not in FULL_REFRESH]
+    runs = 0
+
+    def next_args() -> list[str]:
+        nonlocal runs
+        runs += 1
+        return list(dbt_args if runs == 1 else later)
+
+    return next_args
 
 
 def report(found: Hooks, records: Sequence[dict], refused: Mapping[str, int], stream=None) -> list[str]:

@@ -13,6 +13,7 @@ import pytest
 
 from helpers.paths import PROJECT, import_path
 from python_hooks.commands import loop
+from python_hooks.commands.run import runs_args
 
 
 class Clock:
@@ -138,3 +139,14 @@ def test_sigterm_stops_a_real_loop_cleanly_and_a_second_loop_is_refused(tmp_path
 def test_every_needs_a_positive_period(tmp_path):
     with pytest.raises(SystemExit, match="above 0"):
         loop.loop(0, lambda: True, tmp_path)
+
+
+def test_a_loops_full_refresh_rebuilds_in_its_first_run_only():
+    args = runs_args(["--select", "source:shop+", "--full-refresh", "--target", "local"])
+    assert args() == ["--select", "source:shop+", "--full-refresh", "--target", "local"]
+    assert args() == ["--select", "source:shop+", "--target", "local"]
+    assert args() == ["--select", "source:shop+", "--target", "local"]
+    short = runs_args(["-f"])
+    assert (short(), short()) == (["-f"], [])
+    plain = runs_args(["--select", "a"])
+    assert (plain(), plain()) == (["--select", "a"], ["--select", "a"])
