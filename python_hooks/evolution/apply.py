@@ -495,19 +495,33 @@ def _write_groups(
     warehouse: Warehouse, group_rows: dict[str, list[tuple[int, list[str], str | None]]], state_dir: Path
 ) -> None:
     """Replace, per staging model, the file groups staging must read separately (only what changed:
-    a run with no new file writes nothing)."""
+    a run with no new file writes nothing), for every changed model in one statement and one commit: a
+    grouped folder's open group gains the files that land, so its rows change at each run that brings
+    some (a DELETE and an INSERT per model were 0.6 s of a live run's hooks for two tables)."""
     if not group_rows:  # no table was looked at (nothing new anywhere): nothing to compare
         return
     relation = quoted_relation(warehouse.meta_schema, RAW_FILE_GROUPS)
     existing = _existing_groups(warehouse, relation, state_dir / GROUPS_CACHE)
-    for staging_model, rows in group_rows.items():
-        if existing.get(staging_model, []) == rows:
-            continue
-        if staging_model in existing:
-            warehouse.execute(f"delete from {relation} where staging_model = {_text(staging_model)}")
-        if rows:
-            values = ", ".join(
-                f"({_text(staging_model)}, {group_id}, array({', '.join(_text(f) for f in files)}), {_text(types)})"
-                for group_id, files, types in rows
-            )
-            warehouse.execute(f"insert into {relation} values {values}")
+    changed = {model: rows for model, rows in group_rows.items() if existing.get(model, []) != rows}
+    if not changed:
+        return
+    models = ", ".join(_text(model) for model in sorted(changed))
+    values = ", ".join(
+        f"({_text(model)}, {group_id}, array({', '.join(_text(f) for f in files)}), {_text(types)})"
+        for model, rows in changed.items()
+        for group_id, files, types in rows
+    )
+    if not values:  # every changed model has no group left: its rows go
+        warehouse.execute(f"delete from {relation} where staging_model in ({models})")
+        return
+    warehouse.execute(
+        f"merge into {relation} as t using (select cast(staging_model as string) as staging_model,"
+        " cast(group_id as int) as group_id, cast(file_names as array<string>) as file_names,"
+        f" cast(column_types as string) as column_types from values {values}"
+        " as v(staging_model, group_id, file_names, column_types)) as s"
+        " on t.staging_model = s.staging_model and t.group_id = s.group_id"
+        " when matched then update set t.file_names = s.file_names, t.column_types = s.column_types"
+        " when not matched then insert (staging_model, group_id, file_names, column_types)"
+        " values (s.staging_model, s.group_id, s.file_names, s.column_types)"
+        f" when not matched by source and t.staging_model in ({models}) then delete"
+    )
