@@ -13,6 +13,7 @@ python_hooks/evolution/apply.py runs it). The rules:
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -156,6 +157,19 @@ def decoded_schema(business: pa.Schema, decoded_types: Mapping[str, str]) -> pa.
     return pa.schema(fields, metadata=business.metadata)
 
 
+# A batch tells a re-delivered event by a hash of the row's business columns (macros/cdc/current_state.sql:
+# cdc_row_hash), and Spark's hash functions take no map, at any depth (DATATYPE_MISMATCH.HASH_MAP_TYPE).
+MAP_REASON = (
+    "a map (at any depth) cannot be compared with the stored row: the pipeline fingerprints each row with a"
+    " hash, which Spark does not compute over a map; write it as a struct, or as an array of key/value structs"
+)
+
+
+def _holds_map(spark: str) -> bool:
+    """Whether a Spark type string holds a map, outside its quoted field names."""
+    return "map<" in re.sub(r"`(?:[^`]|``)*`", "``", spark.lower())
+
+
 def plan_schema_changes(
     table: str,
     current: Sequence[tuple[str, str]] | None,
@@ -164,12 +178,16 @@ def plan_schema_changes(
 ) -> Plan:
     """What to do to `table` (columns `current`, from DESCRIBE) so that it can hold `incoming`.
 
-    `current` None: the table does not exist yet (dbt creates it): nothing to plan. Metadata columns
-    (`is_metadata_column`) are ignored; pass `timestamp_column=None` when no column is a DMS timestamp.
+    `current` None: the table does not exist yet (dbt creates it): nothing to add or promote, but a type
+    that cannot be stored (or two spellings with clashing types) is refused as it would be on an existing
+    table: the first build would otherwise make a column of what Spark reads (a duration as bigint). Metadata
+    columns (`is_metadata_column`) are ignored; pass `timestamp_column=None` when no column is a DMS timestamp.
     """
     if current is None:
         logger.debug("%s does not exist yet: no schema changes", table)
-        return Plan(table, (), (), ())
+        first: list[Refusal] = []
+        _incoming_columns(table, incoming, timestamp_column, {}, first)
+        return Plan(table, (), (), tuple(first))
     table_columns: dict[str, tuple[str, str]] = {}
     for name, type_string in current:
         table_columns.setdefault(name.lower(), (name, type_string))
@@ -224,6 +242,11 @@ def _incoming_columns(
             continue
         if new_type is None:
             logger.debug("%s: column %r has only nulls so far (%s): skipped", table, field.name, field.type)
+            continue
+        if _holds_map(new_type):
+            old = table_columns.get(lower)
+            old_type = normalize_type(old[1]) if old else None
+            refusals.append(Refusal(table, name, old_type, normalize_type(new_type), MAP_REASON))
             continue
         if lower not in columns:
             columns[lower] = (name, new_type)
