@@ -13,14 +13,13 @@ python_hooks/evolution/apply.py runs it). The rules:
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import pyarrow as pa
 
-from python_hooks.evolution.types import UnsupportedTypeError, compare_types, normalize_type, spark_type
+from python_hooks.evolution.types import UnsupportedTypeError, compare_types, holds_map, normalize_type, spark_type
 from python_hooks.project.producers import DEFAULT_TIMESTAMP_COLUMN, ProducerKind, is_metadata_column
 from python_hooks.project.sql import quote_ident, relation_parts
 
@@ -165,11 +164,6 @@ MAP_REASON = (
 )
 
 
-def _holds_map(spark: str) -> bool:
-    """Whether a Spark type string holds a map, outside its quoted field names."""
-    return "map<" in re.sub(r"`(?:[^`]|``)*`", "``", spark.lower())
-
-
 def plan_schema_changes(
     table: str,
     current: Sequence[tuple[str, str]] | None,
@@ -243,7 +237,7 @@ def _incoming_columns(
         if new_type is None:
             logger.debug("%s: column %r has only nulls so far (%s): skipped", table, field.name, field.type)
             continue
-        if _holds_map(new_type):
+        if holds_map(new_type):
             old = table_columns.get(lower)
             old_type = normalize_type(old[1]) if old else None
             refusals.append(Refusal(table, name, old_type, normalize_type(new_type), MAP_REASON))

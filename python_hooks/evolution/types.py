@@ -260,6 +260,21 @@ def _parse(spark_type_string: str) -> _Type:
     return _TypeParser(spark_type_string).parse()
 
 
+def holds_map(spark_type_string: str) -> bool:
+    """Whether a Spark type holds a map, at any depth (a struct field named `map<` is not one)."""
+
+    def walk(parsed: _Type) -> bool:
+        if parsed.name == "map":
+            return True
+        if parsed.name == "array":
+            return walk(parsed.args[0])
+        if parsed.name == "struct":
+            return any(walk(field) for _, field in parsed.args)
+        return False
+
+    return walk(_parse(spark_type_string))
+
+
 def normalize_type(spark_type_string: str) -> str:
     """Canonical form of a Spark type string, as DESCRIBE TABLE prints it, in lower case, no spaces.
 
