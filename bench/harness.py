@@ -73,17 +73,6 @@ class _TimedRunner:
             name = " ".join(args[:2]) if args[0] == "run-operation" else args[0]
             self.commands.append((name, time.perf_counter() - start))
 
-    # What else run_pipeline keeps on its runner lives on the dbtRunner, so that the next run of this process
-    # finds it, as a loop's does (python_hooks/project/session.py: parse, the manifest last written).
-    def __getattr__(self, name: str):
-        return getattr(self._runner, name)
-
-    def __setattr__(self, name: str, value) -> None:
-        if name in ("_runner", "_profile", "commands", "manifest"):
-            object.__setattr__(self, name, value)
-        else:
-            setattr(self._runner, name, value)
-
 
 class BenchDbt:
     """dbt in this process, on one bench project, recording every statement it sends."""
