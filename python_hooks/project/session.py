@@ -9,6 +9,7 @@ starts here, so "parse, create the meta tables, open the warehouse" is written o
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -40,7 +41,7 @@ def parse(runner, dbt_args: Sequence[str], quiet: bool = True):
     it: each file's hash, the vars and environment variables it read): writing the file was two thirds of a warm
     parse of this project (0.33 s against 0.11 s without; bench/TUNING.md, round 40)."""
     flags = ["--quiet"] if quiet else []
-    written = getattr(runner, "cdc_manifest_state", None)  # what the manifest this runner last wrote was read from
+    written = _WRITTEN.get(runner)
     if written is not None and written[0] == tuple(dbt_args):
         parsed = runner.invoke(["parse", *flags, "--no-write-json", *dbt_args])
         if parsed.success and _project_state(parsed.result, dbt_args) == written:
@@ -48,8 +49,12 @@ def parse(runner, dbt_args: Sequence[str], quiet: bool = True):
     parsed = runner.invoke(["parse", *flags, *dbt_args])
     if not parsed.success:
         raise SessionError(PARSE_FAILED)
-    runner.cdc_manifest_state = _project_state(parsed.result, dbt_args)
+    _WRITTEN[runner] = _project_state(parsed.result, dbt_args)
     return parsed.result
+
+
+# Per runner, what the manifest it last wrote was parsed from (`_project_state`); gone with the runner.
+_WRITTEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _project_state(manifest, dbt_args: Sequence[str]) -> tuple:
