@@ -6,7 +6,8 @@
         (_cdc_ts, _cdc_seq) order: `removed_at` is the commit time of the first such change, the one
         that removed the key. Keys live in the current state have none, unless the table is behind
         its staging events (files landed after it ran); use it only for keys the table lacks.
-        `events` is a staging model (the change-event contract). -#}
+        `events`: the change events (the key, `_cdc_op`, `_cdc_ts`, `_cdc_seq`), the ones of a staging
+        model that can still matter, as `cdc_key_events` keeps them (key_events.sql). -#}
 with
 
 changes as (

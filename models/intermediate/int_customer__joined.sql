@@ -36,13 +36,13 @@ sales_customer as (
 
 master_removals as (
 
-    {{ cdc_key_removals(ref('stg_crm__customer_master'), 'customer_id') | indent(4) }}
+    {{ cdc_key_removals(ref('int_crm__customer_master_key_events'), 'customer_id') | indent(4) }}
 
 ),
 
 address_removals as (
 
-    {{ cdc_key_removals(ref('stg_crm__customer_address'), 'customer_id') | indent(4) }}
+    {{ cdc_key_removals(ref('int_crm__customer_address_key_events'), 'customer_id') | indent(4) }}
 
 ),
 
@@ -52,7 +52,7 @@ sales_removals as (
         cast(id as bigint) as customer_id,
         removed_at
     from (
-        {{ cdc_key_removals(ref('stg_salesdb__customer'), 'id') | indent(8) }}
+        {{ cdc_key_removals(ref('int_salesdb__customer_key_events'), 'id') | indent(8) }}
     ) as removals
 
 ),

@@ -151,8 +151,37 @@ def lake(dbt, spark, tmp_path_factory):
             "expected_dim": expected_dim,
             "expected_history": order_history(landing),
             "expected_orders": replay_topic(debezium.topic_dir(landing, debezium.SALES_ORDER), "flat", ["order_id"]),
+            "key_events": {model: key_events(spark, schema, model, key) for model, key in KEY_EVENTS.items()},
         }
     return {"landing": landing, "schema": schema, "stages": stages, "snapshot": snapshot}
+
+
+# The staging models whose key events the snapshot source keeps (macros/snapshot/key_events.sql), with their keys.
+KEY_EVENTS = {"crm__customer_master": "customer_id", "crm__customer_address": "customer_id", "salesdb__customer": "id"}
+
+
+def key_events(spark, schema: str, model: str, key: str) -> dict[str, set]:
+    """The rows of int_<model>_key_events, and what they must be: every event of the staging view (every raw
+    file) compacted here, in Python: per key, its last insert/update and the deletes after it (every delete
+    of a key with neither), and every truncate."""
+
+    def rows(relation: str) -> list[tuple]:
+        query = f"select `{key}`, _cdc_op, _cdc_ts, _cdc_seq from {relation}"
+        return [tuple(r) for r in spark.sql(query).collect()]
+
+    events = rows(f"{schema}_staging.stg_{model}")
+    last = {}
+    for k, op, ts, seq in events:
+        if op in ("I", "U"):
+            last[k] = max(last.get(k, (ts, seq)), (ts, seq))
+    expected = {
+        (k, op, ts, seq)
+        for k, op, ts, seq in events
+        if op == "T"
+        or (op in ("I", "U") and last[k] == (ts, seq))
+        or (op == "D" and (k not in last or (ts, seq) > last[k]))
+    }
+    return {"actual": set(rows(f"{schema}_intermediate.int_{model}_key_events")), "expected": expected}
 
 
 STAGES = range(1, dms.STAGES + 1)
@@ -171,6 +200,18 @@ def test_dim_customer_equals_replay(lake, spark, stage):
     sks = expected_customer_sk(spark, expected)
     expected = {k: {**row, "customer_sk": sks[k]} for k, row in expected.items()}
     assert_same_table(recorded["dim"], expected, f"stage {stage} dim_customer")
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_key_events_hold_what_every_event_gives(lake, stage):
+    """Each build adds only the files applied since the last to the key events of before: what it keeps
+    equals what every raw file gives, at every stage (the first stage is a first build)."""
+    for model, found in lake["stages"][stage]["key_events"].items():
+        assert found["expected"], f"stage {stage}: {model} has no event"
+        assert found["actual"] == found["expected"], (
+            f"stage {stage} int_{model}_key_events: missing {sorted(found['expected'] - found['actual'], key=str)[:5]},"
+            f" extra {sorted(found['actual'] - found['expected'], key=str)[:5]}"
+        )
 
 
 @pytest.mark.parametrize("stage", STAGES)
@@ -459,6 +500,9 @@ HOLDERS = {
     ("current", "salesdb__customer"): "id",
     ("current", "salesdb__sales_order"): "customer_id",
     ("intermediate", "int_customer__joined"): "customer_id",
+    ("intermediate", "int_crm__customer_master_key_events"): "customer_id",
+    ("intermediate", "int_crm__customer_address_key_events"): "customer_id",
+    ("intermediate", "int_salesdb__customer_key_events"): "id",
     ("snapshots", "customer_snapshot"): "customer_id",
     ("history", "sales_order_change_log"): "customer_id",
     ("history", "sales_order_status_history"): "customer_id",

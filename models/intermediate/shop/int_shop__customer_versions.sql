@@ -15,7 +15,7 @@ customer as (
 
 removals as (
 
-    {{ cdc_key_removals(ref('stg_shop__customer'), 'customer_id') | indent(4) }}
+    {{ cdc_key_removals(ref('int_shop__customer_key_events'), 'customer_id') | indent(4) }}
 
 ),
 
