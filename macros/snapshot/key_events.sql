@@ -90,9 +90,10 @@ kept as (
 
 select
     kept.*,
-    -- the ledger's rows from here on are read again by the next build: every file of this run is then
-    -- in it (a file ledgered before this run started was read by this build or an earlier one)
-    {{ cdc_run_timestamp() }} as _cdc_ledger_watermark
+    -- the next build reads the ledger's rows from the start of this run on (`applied_at` is the warehouse's
+    -- clock: its time now if that is earlier, dbt's clock being ahead), so a file a run of another process
+    -- recorded after this build read the ledger is read then
+    least({{ cdc_run_timestamp() }}, current_timestamp()) as _cdc_ledger_watermark
 from kept
 {% endmacro %}
 
