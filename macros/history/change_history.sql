@@ -17,7 +17,11 @@
     {#- Raw files a change log has still to read: the files the current-state model has applied
         (its rows in cdc_file_ledger), minus the files the log already holds events of. Following the
         current-state table's ledger, not the landing folder, keeps the history in step with the current
-        state at every run boundary; a late file is applied whatever its name or timestamps. -#}
+        state at every run boundary; a late file is applied whatever its name or timestamps.
+        Both sides from an hour before the start of the last run that appended on (the log's newest
+        `_cdc_applied_at`): a file recorded earlier was read by that run or one before it, so a run reads
+        what the last runs recorded, not the log's whole history (the hour: clocks of dbt and of the
+        warehouse apart, a run that recorded its ledger after its log). -#}
     {%- if not execute -%}
         {{ return([]) }}
     {%- endif -%}
@@ -25,15 +29,23 @@
     {%- if not cdc_meta_table_exists('cdc_file_ledger') -%}
         {{ return([]) }}
     {%- endif -%}
+    {%- set since = none if change_log is none else
+        '(select max(_cdc_applied_at) - interval 1 hour from ' ~ change_log ~ ')' -%}
     {%- set pending_sql -%}
         select distinct applied.file_name
         from {{ ledger }} as applied
         {%- if change_log is not none %}
-        left anti join (select distinct _cdc_source_file from {{ change_log }}) as logged
+        left anti join (
+            select distinct _cdc_source_file from {{ change_log }}
+            where _cdc_applied_at >= {{ since }}
+        ) as logged
             on applied.file_name = logged._cdc_source_file
         {%- endif %}
         where applied.model_name = {{ cdc_sql_string(current_state.identifier) }}
             and applied.change_events > 0
+            {%- if change_log is not none %}
+            and (applied.applied_at >= {{ since }} or {{ since }} is null)
+            {%- endif %}
         order by applied.file_name
     {%- endset -%}
     {{ return(run_query(pending_sql).columns[0].values() | list) }}
