@@ -29,8 +29,8 @@
     {%- if not cdc_meta_table_exists('cdc_file_ledger') -%}
         {{ return([]) }}
     {%- endif -%}
-    {%- set since = none if change_log is none else
-        '(select max(_cdc_applied_at) - interval 1 hour from ' ~ change_log ~ ')' -%}
+    {%- set since = none if change_log is none else '(select coalesce(max(_cdc_applied_at) - interval 1 hour, '
+        ~ cdc_timestamp_literal('1900-01-01 00:00:00') ~ ') from ' ~ change_log ~ ')' -%}
     {%- set pending_sql -%}
         select distinct applied.file_name
         from {{ ledger }} as applied
@@ -44,7 +44,7 @@
         where applied.model_name = {{ cdc_sql_string(current_state.identifier) }}
             and applied.change_events > 0
             {%- if change_log is not none %}
-            and (applied.applied_at >= {{ since }} or {{ since }} is null)
+            and applied.applied_at >= {{ since }}
             {%- endif %}
         order by applied.file_name
     {%- endset -%}
