@@ -29,8 +29,7 @@
     {%- if not cdc_meta_table_exists('cdc_file_ledger') -%}
         {{ return([]) }}
     {%- endif -%}
-    {%- set since = none if change_log is none else '(select coalesce(max(_cdc_applied_at) - interval 1 hour, '
-        ~ cdc_timestamp_literal('1900-01-01 00:00:00') ~ ') from ' ~ change_log ~ ')' -%}
+    {%- set since = none if change_log is none else '(' ~ scd2_watermark(change_log) ~ ' - interval 1 hour)' -%}
     {%- set pending_sql -%}
         select distinct applied.file_name
         from {{ ledger }} as applied

@@ -27,8 +27,7 @@
             {%- do files.extend(run_query(
                 'select distinct file_name from ' ~ cdc_meta_relation('cdc_file_ledger')
                 ~ ' where model_name = ' ~ cdc_sql_string(current_state.identifier)
-                ~ ' and applied_at >= (select coalesce(max(_cdc_ledger_watermark), '
-                ~ cdc_timestamp_literal('1900-01-01 00:00:00') ~ ') from ' ~ this ~ ')'
+                ~ ' and applied_at >= ' ~ scd2_watermark(this, '_cdc_ledger_watermark')
             ).columns[0].values()) -%}
         {%- endif -%}
         {%- set reader = cdc_staging_reader(staging_model) -%}
