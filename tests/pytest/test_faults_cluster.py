@@ -220,10 +220,11 @@ def test_thrift_server_killed_mid_merge_is_repaired_by_the_next_run(cluster, sch
         restart_seconds=round(restarted["seconds"], 1),
         **_faulty_run(run, code),
     )
-    # The MERGE was on the batch's branch; if it had finished within the second, the publish may have too.
-    batches = {PAUSED: killed_batch("during_merge", branch=True)}
-    # the run records its batches after its build: with the server down then, the recovery records them
-    _assert_repaired(cluster, schema, tmp_path, fault, started, batches, others=ANY_REPAIR)
+    # The MERGE was on the batch's branch; if it had finished within the second, the publish may have too, and the
+    # run's accounting may have met the kill: its batch-log and ledger INSERTs run side by side, so the batch may
+    # be logged but not ledgered, then logged again by the recovery as re-delivered (make faults, 2026-12-07: 1 of
+    # 4). The same as the metastore's restart below.
+    _assert_repaired(cluster, schema, tmp_path, fault, started, {PAUSED: ANY_REPAIR}, others=ANY_REPAIR)
 
 
 @pytest.mark.parametrize("down_seconds", [0, 30], ids=["restarted", "down-30s"])
