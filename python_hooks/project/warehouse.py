@@ -413,10 +413,12 @@ def listed_snapshot(information: str):
 
 def relation_information(information: str) -> str:
     """A `show table extended` row's text without what no build reads (columns, view text, the table's
-    properties but its Iceberg table type): a listing of hundreds of tables fits an environment variable."""
+    properties but its Iceberg table type and snapshot count, which the table materialization reads:
+    macros/spark/table.sql): a listing of hundreds of tables fits an environment variable."""
     lines = [line for line in information.splitlines() if line.startswith(KEPT_INFORMATION)]
     if "table_type=ICEBERG" in information:
-        lines.append("Table Properties: [table_type=ICEBERG]")
+        count = listed_value(information, "snapshot-count")
+        lines.append(f"Table Properties: [{f'snapshot-count={count}, ' if count else ''}table_type=ICEBERG]")
     return "\n".join(lines) + "\n"
 
 

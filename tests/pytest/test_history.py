@@ -152,12 +152,22 @@ def lake(dbt, spark, tmp_path_factory):
             "expected_history": order_history(landing),
             "expected_orders": replay_topic(debezium.topic_dir(landing, debezium.SALES_ORDER), "flat", ["order_id"]),
             "key_events": {model: key_events(spark, schema, model, key) for model, key in KEY_EVENTS.items()},
+            "table_versions": {r: table_versions(spark, f"{schema}_intermediate.{r}") for r in TABLE_MODELS},
         }
     return {"landing": landing, "schema": schema, "stages": stages, "snapshot": snapshot}
 
 
+def table_versions(spark, relation: str) -> dict:
+    """A table's snapshots, and whether the files of every snapshot it no longer has are gone."""
+    snapshots = spark.sql(f"select snapshot_id from {relation}.snapshots").collect()
+    kept = {r[0] for r in spark.sql(f"select file_path from {relation}.all_data_files").collect()}
+    return {"snapshots": len(snapshots), "data_files_kept": kept}
+
+
 # The staging models whose key events the snapshot source keeps (macros/snapshot/key_events.sql), with their keys.
 KEY_EVENTS = {"crm__customer_master": "customer_id", "crm__customer_address": "customer_id", "salesdb__customer": "id"}
+# Table models the stages build again at every stage (macros/spark/table.sql).
+TABLE_MODELS = ("int_customer__joined", *(f"int_{model}_key_events" for model in KEY_EVENTS))
 
 
 def key_events(spark, schema: str, model: str, key: str) -> dict[str, set]:
@@ -212,6 +222,24 @@ def test_key_events_hold_what_every_event_gives(lake, stage):
             f"stage {stage} int_{model}_key_events: missing {sorted(found['expected'] - found['actual'], key=str)[:5]},"
             f" extra {sorted(found['actual'] - found['expected'], key=str)[:5]}"
         )
+
+
+def test_a_table_model_keeps_the_version_its_last_build_replaced_and_no_older_one(lake):
+    """A table model's build expires the versions it replaced when the table had two snapshots or more before it
+    (macros/spark/table.sql: cdc_replaced_versions_due): after its first build one snapshot, then two, one, two.
+    What Iceberg keeps is only what those snapshots need: the data files of every expired one are gone."""
+    for relation in TABLE_MODELS:
+        counts = [lake["stages"][stage]["table_versions"][relation]["snapshots"] for stage in STAGES]
+        expected = [1]
+        for _ in STAGES[1:]:
+            expected.append(2 if expected[-1] == 1 else 1)
+        assert counts == expected, f"{relation}: snapshots after each stage {counts}, the rule gives {expected}"
+        kept = {
+            Path(f.removeprefix("file:"))
+            for f in lake["stages"][STAGES[-1]]["table_versions"][relation]["data_files_kept"]
+        }
+        on_disk = set(next(iter(kept)).parent.glob("*.parquet"))
+        assert on_disk == kept, f"{relation}: data files no snapshot needs {sorted(on_disk - kept)[:3]}"
 
 
 @pytest.mark.parametrize("stage", STAGES)

@@ -42,7 +42,7 @@ def test_what_it_cannot_spell_sends_the_caller_to_describe() -> None:
 
 
 def test_the_information_handed_to_dbt_keeps_what_its_cache_reads_and_is_small():
-    from python_hooks.project.warehouse import relation_information
+    from python_hooks.project.warehouse import listed_value, relation_information
 
     schema = (
         '{"type":"struct","fields":['
@@ -51,7 +51,8 @@ def test_the_information_handed_to_dbt_keeps_what_its_cache_reads_and_is_small()
     )
     table = (
         "Catalog: spark_catalog\nDatabase: s_current\nTable: t\nOwner: root\nType: MANAGED\nProvider: iceberg\n"
-        f"Table Properties: [current-schema={schema}, table_type=ICEBERG, write.merge.mode=merge-on-read]\n"
+        f"Table Properties: [current-schema={schema}, snapshot-count=3, table_type=ICEBERG, "
+        "write.merge.mode=merge-on-read]\n"
         "Location: file:/w/s_current.db/t\nSchema: root\n |-- c0: string (nullable = true)\n"
     )
     view = (
@@ -60,6 +61,7 @@ def test_the_information_handed_to_dbt_keeps_what_its_cache_reads_and_is_small()
     kept = relation_information(table)
     assert "Type: MANAGED" in kept and "Provider: iceberg" in kept and "table_type=ICEBERG" in kept
     assert "current-schema" not in kept and "Schema: root" not in kept and len(kept) < 250
+    assert listed_value(kept, "snapshot-count") == "3"  # what the table materialization reads
     assert "Type: VIEW" in relation_information(view) and "View Text" not in relation_information(view)
     assert "ICEBERG" not in relation_information(view)
 
