@@ -202,9 +202,10 @@ class TestMaterializationSwitches:
 
 class TestIcebergTableReplaced:
     """A table model on Iceberg is replaced in one statement, as upstream means to (macros/spark/table.sql), though
-    the listing says `Provider: hive`: no drop is sent, so the table is never missing while a run builds it; the
-    replaced version is expired with its files, as the drop's `purge` deleted them. A view made a table again is
-    still dropped first."""
+    the listing says `Provider: hive`: no drop is sent, so the table is never missing while a run builds it. It keeps
+    the version its last build replaced and no older one: a build that finds two snapshots expires the replaced
+    versions with their files, as the drop's `purge` deleted them (cdc_replaced_versions_due). A view made a table
+    again is still dropped first."""
 
     @pytest.fixture(scope="class")
     def models(self):
@@ -218,15 +219,21 @@ class TestIcebergTableReplaced:
         assert "drop table" not in output.lower(), "an Iceberg table model is replaced, not dropped"
         assert "create or replace table" in output.lower()
         assert _rows(project, relation) == [(2, "v2")]
+        snapshots = project.run_sql(f"select snapshot_id from {relation}.snapshots order by committed_at", fetch="all")
+        assert len(snapshots) == 2, "the version the build replaced is kept"
+        assert _rows(project, f"{relation} version as of {snapshots[0][0]}") == [(1, "v1")]
+        _write_model(project, "replaced", "materialized='table', file_format='iceberg'", 3)
+        run_dbt(["run"])
+        assert _rows(project, relation) == [(3, "v3")]
         assert len(project.run_sql(f"select snapshot_id from {relation}.snapshots", fetch="all")) == 1
         assert _rows(project, f"(select file_path from {relation}.all_data_files)") == _rows(
             project, f"(select file_path from {relation}.files)"
-        ), "the replaced version's files are no snapshot's"
-        _write_model(project, "replaced", "materialized='view'", 3)
+        ), "the replaced versions' files are no snapshot's"
+        _write_model(project, "replaced", "materialized='view'", 4)
         run_dbt(["run"])
-        _write_model(project, "replaced", "materialized='table', file_format='iceberg'", 4)
+        _write_model(project, "replaced", "materialized='table', file_format='iceberg'", 5)
         run_dbt(["run"])
-        assert _rows(project, relation) == [(4, "v4")]
+        assert _rows(project, relation) == [(5, "v5")]
 
 
 @LOCAL_FILES_ONLY
