@@ -16,19 +16,10 @@ from types import SimpleNamespace
 import jinja2
 import pytest
 
+from helpers.jinja_macros import call, dbt_return
 from python_hooks.project.warehouse import listed_value, relation_information
 
 TABLE_SQL = Path(__file__).resolve().parents[3] / "macros" / "spark" / "table.sql"
-
-
-class _Returned(Exception):
-    def __init__(self, value):
-        super().__init__(value)
-        self.value = value
-
-
-def _return(value):
-    raise _Returned(value)
 
 
 @functools.cache
@@ -36,16 +27,12 @@ def _macro():
     text = TABLE_SQL.read_text(encoding="utf-8")
     text = text[text.index("{% macro cdc_replaced_versions_due") :]  # the materialization block is dbt's own tag
     environment = jinja2.Environment(extensions=["jinja2.ext.do"])
-    module = environment.from_string(text).make_module({"return": _return, "modules": SimpleNamespace(re=re)})
+    module = environment.from_string(text).make_module({"return": dbt_return, "modules": SimpleNamespace(re=re)})
     return module.cdc_replaced_versions_due
 
 
 def _due(information: str | None) -> bool:
-    try:
-        _macro()(SimpleNamespace(information=information))
-    except _Returned as returned:
-        return returned.value
-    raise AssertionError("the macro returned nothing")
+    return call(_macro(), SimpleNamespace(information=information))
 
 
 def _expected(information: str | None) -> bool:

@@ -11,28 +11,11 @@ from pathlib import Path
 import jinja2
 import pytest
 
+from helpers.jinja_macros import call as _call
+from helpers.jinja_macros import dbt_return as _return
+
 MACROS = Path(__file__).resolve().parents[3] / "macros" / "cdc"
 MIB = 1024 * 1024
-
-
-class _Returned(Exception):
-    """dbt's return(x): ends the macro with the value x."""
-
-    def __init__(self, value):
-        super().__init__(value)
-        self.value = value
-
-
-def _return(value):
-    raise _Returned(value)
-
-
-def _call(macro, *args):
-    try:
-        macro(*args)
-    except _Returned as returned:
-        return returned.value
-    raise AssertionError(f"{macro} returned nothing")
 
 
 @functools.cache
