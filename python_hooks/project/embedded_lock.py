@@ -110,9 +110,35 @@ def derby_warehouse(options: dict) -> Path | None:
     return Path(str(options.get("spark.sql.warehouse.dir") or os.environ.get("CDC_WAREHOUSE", "spark-warehouse")))
 
 
+# The settings handed to the running session, as Java maps, by the builder's options (a few at most).
+_SETTINGS_MAPS: dict[tuple, object] = {}
+_SETTINGS_MAPS_KEPT = 8
+
+
+def _apply_settings(builder, session) -> None:
+    """What pyspark's getOrCreate does with a session that is already running: hand it the builder's
+    options again (Spark keeps the ones that may change at run time). dbt-spark's `session` method builds
+    a builder of the profile's ~45 settings before every statement; pyspark turns the Python dict into a
+    Java map one entry per py4j call, under the builder's class-wide lock, so each statement paid about 6
+    ms and dbt's threads waited on each other for it (bench/TUNING.md, round 43). The same options give
+    the same map: it is made once and handed over again, one call. The settings are applied as before,
+    at every statement."""
+    key = tuple(builder._options.items())
+    settings = _SETTINGS_MAPS.get(key)
+    if settings is None:
+        settings = session._jvm.java.util.HashMap()
+        for name, value in builder._options.items():
+            settings.put(name, value)
+        if len(_SETTINGS_MAPS) >= _SETTINGS_MAPS_KEPT:
+            _SETTINGS_MAPS.clear()
+        _SETTINGS_MAPS[key] = settings
+    getattr(getattr(session._jvm, "SparkSession$"), "MODULE$").applyModifiableSettings(session._jsparkSession, settings)
+
+
 def guard(session_class) -> None:
     """Wraps SparkSession.Builder.getOrCreate: the first session of a process on a Derby metastore
-    takes the warehouse lock first."""
+    takes the warehouse lock first; a running session gets the builder's settings in one call
+    (`_apply_settings`)."""
     builder = session_class.Builder
     if getattr(builder.getOrCreate, "_cdc_guarded", False):
         return
@@ -123,10 +149,21 @@ def guard(session_class) -> None:
             warehouse = derby_warehouse(self._options)
             if warehouse is not None:
                 acquire(warehouse)
+        running = session_class._instantiatedSession
+        if running is not None and running._sc._jsc is not None and not _remote(self._options):
+            with self._lock:
+                _apply_settings(self, running)
+            return running
         return original(self)
 
     getOrCreate._cdc_guarded = True
     builder.getOrCreate = getOrCreate
+
+
+def _remote(options: dict) -> bool:
+    """Whether pyspark would make a Spark Connect session of these options (its getOrCreate decides that
+    first): left to pyspark."""
+    return "SPARK_CONNECT_MODE_ENABLED" in os.environ or "SPARK_REMOTE" in os.environ or "spark.remote" in options
 
 
 def acquire_for_adapter(adapter) -> None:
