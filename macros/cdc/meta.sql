@@ -46,6 +46,97 @@
 {%- endmacro %}
 
 
+{% macro cdc_meta_table_definitions() -%}
+    {#- Each meta table: its name, its columns (SQL) and whether it is partitioned by model_name (one file per
+        model per write, so that a batch reads only its model's rows: the ledger, the tombstones, the batch log). -#}
+    {{ return([
+        ('cdc_file_ledger', [
+            'model_name string',
+            'file_name string',
+            'change_events bigint',
+            'invocation_id string',
+            'applied_at timestamp'
+        ], true),
+        ('cdc_tombstones', [
+            'model_name string',
+            'key_json string',
+            '_cdc_ts timestamp',
+            '_cdc_seq string',
+            '_cdc_source_file string',
+            'recorded_at timestamp'
+        ], true),
+        ('schema_evolution_log', [
+            'run_id string',
+            'table_name string',
+            'column_name string',
+            'action string',
+            'old_type string',
+            'new_type string',
+            'applied_at timestamp'
+        ], false),
+        ('cdc_raw_file_groups', [
+            'staging_model string',
+            'group_id int',
+            'file_names array<string>',
+            'column_types string'
+        ], false),
+        ('erasure_register', [
+            'subject string',
+            'key_hash string',
+            'erased_at timestamp'
+        ], false),
+        ('rectification_register', [
+            'subject string',
+            'key_hash string',
+            'column_name string',
+            'value_hash string',
+            'new_value string',
+            'rectified_at timestamp'
+        ], false),
+        ('erasure_log', [
+            'run_id string',
+            'action string',
+            'subject string',
+            'key_hashes array<string>',
+            'reason string',
+            'started_at timestamp',
+            'finished_at timestamp',
+            'tables_touched array<string>',
+            'rows_changed map<string, bigint>',
+            'raw_files_rewritten array<string>',
+            'snapshots_expired bigint',
+            'files_removed bigint'
+        ], false),
+        ('cdc_batch_log', [
+            'run_id string',
+            'model_name string',
+            'status string',
+            'build_mode string',
+            'started_at timestamp',
+            'finished_at timestamp',
+            'seconds double',
+            'files bigint',
+            'change_events bigint',
+            'rows_inserted bigint',
+            'rows_updated bigint',
+            'rows_deleted bigint',
+            'ignored_older bigint',
+            'ignored_redelivered bigint',
+            'ignored_tombstoned bigint',
+            'ignored_truncated bigint',
+            'superseded bigint',
+            'deletes_without_row bigint',
+            'truncates bigint',
+            'files_refused bigint',
+            'refusal string',
+            'newest_commit_at timestamp',
+            'lag_seconds double',
+            'snapshot_id bigint'
+        ], true)
+    ]) }}
+{%- endmacro %}
+
+
 {% macro cdc_create_meta_tables() %}
     {%- if execute and not cdc_meta_ready() -%}
         {%- do cdc_execute('create database if not exists ' ~ cdc_meta_schema()) -%}
@@ -53,132 +144,13 @@
             costs no statement, so a plain `dbt run`/`build`/`test` sends two statements here, not nine. A
             table created meanwhile by another run is left as it is (`if not exists`). -#}
         {%- set present = run_query('show tables in ' ~ cdc_meta_schema()).columns[1].values() | map('lower') | list -%}
-        {%- if 'cdc_file_ledger' not in present -%}
+        {%- for identifier, columns, partitioned in cdc_meta_table_definitions() if identifier not in present -%}
             {%- do cdc_execute(
-                'create table if not exists ' ~ cdc_meta_relation('cdc_file_ledger') ~ ' (
-                    model_name string,
-                    file_name string,
-                    change_events bigint,
-                    invocation_id string,
-                    applied_at timestamp
-                ) using iceberg
-                partitioned by (model_name)
-                tblproperties (\'format-version\' = \'2\')'
+                'create table if not exists ' ~ cdc_meta_relation(identifier) ~ ' (' ~ columns | join(', ') ~ ')'
+                ~ ' using iceberg' ~ (' partitioned by (model_name)' if partitioned else '')
+                ~ " tblproperties ('format-version' = '2')"
             ) -%}
-        {%- endif -%}
-        {%- if 'cdc_tombstones' not in present -%}
-            {%- do cdc_execute(
-                'create table if not exists ' ~ cdc_meta_relation('cdc_tombstones') ~ ' (
-                    model_name string,
-                    key_json string,
-                    _cdc_ts timestamp,
-                    _cdc_seq string,
-                    _cdc_source_file string,
-                    recorded_at timestamp
-                ) using iceberg
-                partitioned by (model_name)
-                tblproperties (\'format-version\' = \'2\')'
-            ) -%}
-        {%- endif -%}
-        {%- if 'schema_evolution_log' not in present -%}
-            {%- do cdc_execute(
-                'create table if not exists ' ~ cdc_meta_relation('schema_evolution_log') ~ ' (
-                    run_id string,
-                    table_name string,
-                    column_name string,
-                    action string,
-                    old_type string,
-                    new_type string,
-                    applied_at timestamp
-                ) using iceberg
-                tblproperties (\'format-version\' = \'2\')'
-            ) -%}
-        {%- endif -%}
-        {%- if 'cdc_raw_file_groups' not in present -%}
-            {%- do cdc_execute(
-                'create table if not exists ' ~ cdc_meta_relation('cdc_raw_file_groups') ~ ' (
-                    staging_model string,
-                    group_id int,
-                    file_names array<string>,
-                    column_types string
-                ) using iceberg
-                tblproperties (\'format-version\' = \'2\')'
-            ) -%}
-        {%- endif -%}
-        {%- if 'erasure_register' not in present -%}
-            {%- do cdc_execute(
-                'create table if not exists ' ~ cdc_meta_relation('erasure_register') ~ ' (
-                    subject string,
-                    key_hash string,
-                    erased_at timestamp
-                ) using iceberg
-                tblproperties (\'format-version\' = \'2\')'
-            ) -%}
-        {%- endif -%}
-        {%- if 'rectification_register' not in present -%}
-            {%- do cdc_execute(
-                'create table if not exists ' ~ cdc_meta_relation('rectification_register') ~ ' (
-                    subject string,
-                    key_hash string,
-                    column_name string,
-                    value_hash string,
-                    new_value string,
-                    rectified_at timestamp
-                ) using iceberg
-                tblproperties (\'format-version\' = \'2\')'
-            ) -%}
-        {%- endif -%}
-        {%- if 'erasure_log' not in present -%}
-            {%- do cdc_execute(
-                'create table if not exists ' ~ cdc_meta_relation('erasure_log') ~ ' (
-                    run_id string,
-                    action string,
-                    subject string,
-                    key_hashes array<string>,
-                    reason string,
-                    started_at timestamp,
-                    finished_at timestamp,
-                    tables_touched array<string>,
-                    rows_changed map<string, bigint>,
-                    raw_files_rewritten array<string>,
-                    snapshots_expired bigint,
-                    files_removed bigint
-                ) using iceberg
-                tblproperties (\'format-version\' = \'2\')'
-            ) -%}
-        {%- endif -%}
-        {%- if 'cdc_batch_log' not in present -%}
-            {%- do cdc_execute(
-                'create table if not exists ' ~ cdc_meta_relation('cdc_batch_log') ~ ' (
-                    run_id string,
-                    model_name string,
-                    status string,
-                    build_mode string,
-                    started_at timestamp,
-                    finished_at timestamp,
-                    seconds double,
-                    files bigint,
-                    change_events bigint,
-                    rows_inserted bigint,
-                    rows_updated bigint,
-                    rows_deleted bigint,
-                    ignored_older bigint,
-                    ignored_redelivered bigint,
-                    ignored_tombstoned bigint,
-                    ignored_truncated bigint,
-                    superseded bigint,
-                    deletes_without_row bigint,
-                    truncates bigint,
-                    files_refused bigint,
-                    refusal string,
-                    newest_commit_at timestamp,
-                    lag_seconds double,
-                    snapshot_id bigint
-                ) using iceberg
-                partitioned by (model_name)
-                tblproperties (\'format-version\' = \'2\')'
-            ) -%}
-        {%- endif -%}
+        {%- endfor -%}
     {%- endif -%}
     {#- The hook's own SQL is empty (its statements ran above): dbt runs no statement for it. -#}
 {% endmacro %}
