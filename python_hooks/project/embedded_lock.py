@@ -14,6 +14,9 @@ The check runs where every session of this project is created: `SparkSession.Bui
 wrapped when pyspark is imported (`install()`, called by the venv's start-up hook,
 python_hooks/project/env.py),
 so plain `dbt` in the venv, `make run`, `make demo`, pytest and the benchmark all get it.
+
+The same wrapper hands a running session its builder's settings in one call (`_apply_settings`), which
+dbt-spark's `session` method asks for before every statement.
 """
 
 from __future__ import annotations
