@@ -48,7 +48,8 @@
 
 {% macro cdc_meta_table_definitions() -%}
     {#- Each meta table: its name, its columns (SQL) and whether it is partitioned by model_name (one file per
-        model per write, so that a batch reads only its model's rows: the ledger, the tombstones, the batch log). -#}
+        model per write: a batch reads only its model's ledger and tombstone rows, and a model's files of the
+        ledger, tombstones and batch log are compacted together, cdc_compact_meta). -#}
     {{ return([
         ('cdc_file_ledger', [
             'model_name string',

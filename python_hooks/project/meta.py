@@ -1,5 +1,5 @@
 """The pipeline's own tables, in the `<target schema>_cdc_meta` schema (created by
-macros/cdc/meta.sql: cdc_create_meta_tables, which owns their columns; docs:
+macros/cdc/meta.sql: cdc_create_meta_tables, from cdc_meta_table_definitions, which owns their columns; docs:
 models/pipeline/_cdc_meta__sources.yml). Python names them from here; the meta schema's suffix is
 pinned to the macro's by tests/pytest/unit/test_rules_pinned.py."""
 
