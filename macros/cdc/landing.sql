@@ -109,7 +109,8 @@
     {#- What `make run` listed and evolved before dbt started (CDC_RUN_PLAN, written by
         python_hooks/commands/run.py from landing/pending.py and evolution/apply.py): per current-state
         model, {folder, files, and, for a table the hooks evolved, columns (its columns after
-        evolution), staging_model, grouped (whether its raw files are read in groups) and state (its
+        evolution), staging_model, grouped (whether its raw files are read in groups), raw_columns and
+        raw_fields (the batch's files' column names and struct fields, when the files agree) and state (its
         snapshot, branches, size and delete layout)}, in parts: CDC_RUN_PLAN, then CDC_RUN_PLAN_2 to
         CDC_RUN_PLAN_<CDC_RUN_PLAN_PARTS> (python_hooks/landing/pending.py: plan_parts). Empty for a
         plain `dbt run`, a shared target, a folder Python does not list: then each model asks Spark. -#}
@@ -169,15 +170,43 @@
 
 {% macro cdc_planned_raw_columns(staging_model, files) -%}
     {#- The raw columns of a batch (`files`: their paths in the folder) whose files' footers name the same
-        columns in the same order, as the hooks read them this run (names only, in the files' order: what
-        Spark's describe of the files gives), or none: ask Spark. -#}
-    {%- for entry in cdc_run_plan().values() if entry.get('staging_model') == staging_model
+        columns in the same order, and the same fields in each struct column, as the hooks read them this run
+        (names only, in the files' order: what Spark's describe of the files, or of any group of them, gives),
+        or none: ask Spark. -#}
+    {%- set entry = cdc_planned_raw_entry(staging_model, files) -%}
+    {%- if entry is none -%}
+        {{ return(none) }}
+    {%- endif -%}
+    {%- set columns = [] -%}
+    {%- for name in entry.raw_columns -%}
+        {%- do columns.append({'name': name, 'data_type': none}) -%}
+    {%- endfor -%}
+    {{ return(columns) }}
+{%- endmacro %}
+
+
+{% macro cdc_planned_struct_fields(staging_model, files, struct_column) -%}
+    {#- The field names of a struct column (a Debezium envelope's `before`, `after`, `source`) of the same
+        batch, as cdc_planned_raw_columns, in the form of cdc_landing_columns_of; none: ask Spark. -#}
+    {%- set entry = cdc_planned_raw_entry(staging_model, files) -%}
+    {%- set names = none if entry is none else (entry.get('raw_fields') or {}).get(struct_column | lower) -%}
+    {%- if names is none -%}
+        {{ return(none) }}
+    {%- endif -%}
+    {%- set fields = [] -%}
+    {%- for name in names -%}
+        {%- do fields.append({'name': name, 'data_type': none}) -%}
+    {%- endfor -%}
+    {{ return(fields) }}
+{%- endmacro %}
+
+
+{% macro cdc_planned_raw_entry(staging_model, files) -%}
+    {#- The run's plan entry of the batch of `staging_model` that reads exactly `files`, when it holds the
+        files' raw columns (python_hooks/commands/run.py); else none. -#}
+    {%- for entry in cdc_run_plan().values() if files is not none and entry.get('staging_model') == staging_model
             and entry.get('raw_columns') and entry.files | map(attribute=1) | list == files -%}
-        {%- set columns = [] -%}
-        {%- for name in entry.raw_columns -%}
-            {%- do columns.append({'name': name, 'data_type': none}) -%}
-        {%- endfor -%}
-        {{ return(columns) }}
+        {{ return(entry) }}
     {%- endfor -%}
     {{ return(none) }}
 {%- endmacro %}
@@ -438,14 +467,15 @@
 {%- endmacro %}
 
 
-{% macro cdc_cast_columns(sql, types) -%}
+{% macro cdc_cast_columns(sql, types, business) -%}
     {#- The staging SQL of one group of files, with its business columns cast to the types of the
-        whole table (a column the group lacks is null). -#}
+        whole table (a column the group lacks is null). `business`: the business columns the SQL selects
+        (lower case), as its producer's macro named them. -#}
     {%- if types is none -%}
         {{ return(sql) }}
     {%- endif -%}
     {%- set columns = [] -%}
-    {%- set present = cdc_landing_columns_of(sql) | map(attribute='name') | map('lower') | list -%}
+    {%- set present = business | map('lower') | list -%}
     {%- for name, data_type in types.items() -%}
         {%- if name in present -%}
             {%- do columns.append('cast(grouped.' ~ cdc_quote(name) ~ ' as ' ~ data_type ~ ') as ' ~ cdc_quote(name)) -%}

@@ -48,9 +48,13 @@
         {%- set parts = [] -%}
         {%- for read in cdc_landing_reads(staging_model, folder, file_count, files) -%}
             {%- set fields = [] -%}
-            {%- set top = cdc_planned_raw_columns(staging_model, files) if files is not none and read.types is none else none -%}
-            {%- do parts.append(cdc_cast_columns(stg_debezium_changes_sql(read.relation, shape, node, fields, top,
-                where=read.get('where')), read.types)) -%}
+            {%- set planned = {} -%}
+            {%- for struct_column in ['after', 'before', 'source'] -%}
+                {%- do planned.update({struct_column: cdc_planned_struct_fields(staging_model, files, struct_column)}) -%}
+            {%- endfor -%}
+            {%- set sql = stg_debezium_changes_sql(read.relation, shape, node, fields,
+                cdc_planned_raw_columns(staging_model, files), where=read.get('where'), planned_fields=planned) -%}
+            {%- do parts.append(cdc_cast_columns(sql, read.types, fields)) -%}
             {%- if columns is not none and loop.first -%}
                 {%- do columns.extend(((read.types.keys() | list) if read.types is not none else fields)
                     + ['_cdc_op', '_cdc_ts', '_cdc_seq', '_cdc_source_file']) -%}
@@ -61,15 +65,19 @@
 {% endmacro %}
 
 
-{% macro cdc_struct_fields(files, struct_column) -%}
-    {{ return(cdc_landing_columns_of('select ' ~ cdc_quote(struct_column) ~ '.* from ' ~ files)) }}
+{% macro cdc_struct_fields(files, struct_column, planned_fields={}) -%}
+    {#- A struct column's fields: from the run's plan when it has them (`planned_fields`:
+        cdc_planned_struct_fields), else asked of Spark. -#}
+    {{ return(planned_fields.get(struct_column) or cdc_landing_columns_of(
+        'select ' ~ cdc_quote(struct_column) ~ '.* from ' ~ files)) }}
 {%- endmacro %}
 
 
-{% macro stg_debezium_changes_sql(files, shape, node, business=[], top=none, where=none) %}
+{% macro stg_debezium_changes_sql(files, shape, node, business=[], top=none, where=none, planned_fields={}) %}
     {#- `business` gets the business columns' names as the SQL selects them (lower case); `top`: the
-        files' columns when the caller knows them (cdc_planned_raw_columns); `where`: which of the
-        relation's files to read (cdc_landing_open_read). -#}
+        files' columns when the caller knows them (cdc_planned_raw_columns), and `planned_fields` their
+        struct columns' fields (cdc_planned_struct_fields); `where`: which of the relation's files to read
+        (cdc_landing_open_read). -#}
     {%- set top = top or cdc_landing_columns_of('select * from ' ~ files) -%}
     {%- set top_names = top | map(attribute='name') | map('lower') | list -%}
     {%- set kafka_position -%}
@@ -89,13 +97,13 @@
         {%- endfor -%}
         {%- set fields = [] -%}
         {%- for struct_column in ['after', 'before'] if struct_column in top_names -%}
-            {%- for field in cdc_struct_fields(files, struct_column) -%}
+            {%- for field in cdc_struct_fields(files, struct_column, planned_fields) -%}
                 {%- if field.name | lower not in fields | map('lower') | list -%}
                     {%- do fields.append(field.name) -%}
                 {%- endif -%}
             {%- endfor -%}
         {%- endfor -%}
-        {%- set source_fields = cdc_struct_fields(files, 'source') | map(attribute='name') | map('lower') | list -%}
+        {%- set source_fields = cdc_struct_fields(files, 'source', planned_fields) | map(attribute='name') | map('lower') | list -%}
         {%- set op = 'op' -%}
         {%- set ts = 'coalesce(source.ts_ms, ts_ms)' -%}
         {%- if 'lsn' in source_fields -%}

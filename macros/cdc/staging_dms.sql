@@ -39,15 +39,15 @@
     {%- else -%}
         {%- set parts = [] -%}
         {%- for read in cdc_landing_reads(staging_model, folder, file_count, files) -%}
-            {%- set raw_columns = (cdc_planned_raw_columns(staging_model, files) if files is not none and read.types is none
-                else none) or cdc_landing_columns_of('select * from ' ~ read.relation) -%}
+            {%- set raw_columns = cdc_planned_raw_columns(staging_model, files)
+                or cdc_landing_columns_of('select * from ' ~ read.relation) -%}
             {%- set sql = stg_dms_changes_sql(read.relation, raw_columns, ts_column, node, where=read.get('where')) -%}
             {%- if columns is not none and loop.first -%}
                 {%- do columns.extend((read.types.keys() | list) if read.types is not none
                     else stg_dms_business_columns(raw_columns, ts_column)) -%}
                 {%- do columns.extend(['_cdc_op', '_cdc_ts', '_cdc_seq', '_cdc_source_file']) -%}
             {%- endif -%}
-            {%- do parts.append(cdc_cast_columns(sql, read.types)) -%}
+            {%- do parts.append(cdc_cast_columns(sql, read.types, stg_dms_business_columns(raw_columns, ts_column))) -%}
         {%- endfor -%}
         {{ cdc_apply_personal_data_registers(parts | join('\nunion all\n'), node) }}
     {%- endif -%}

@@ -43,7 +43,7 @@ from python_hooks.commands.selection import guaranteed_tests, idle_descendants, 
 from python_hooks.commands.summary import run_summary
 from python_hooks.evolution import seeds, staging_views
 from python_hooks.evolution.apply import evolve, refused_files
-from python_hooks.evolution.footers import FooterReadError, read_footer
+from python_hooks.evolution.footers import FooterReadError, read_footer, struct_fields
 from python_hooks.landing.files import empty_files, is_listed_here, landing_files, raw_files
 from python_hooks.landing.pending import (
     PLAN_PARTS_VARIABLE,
@@ -194,13 +194,17 @@ def run_hooks(
             if table.model in result.blocked_models or table.model not in batches:
                 continue
             files = batches[table.model]
-            if files and table.identifier in plan and not plan[table.identifier].get("grouped", True):
-                # files whose footers name the same columns in the same order: those are the batch's raw
-                # columns (what Spark infers from one of them; cdc_planned_raw_columns); else the batch asks
+            if files and table.identifier in plan:
+                # files whose footers name the same columns in the same order, and the same fields in each struct
+                # column: those are the batch's raw columns and struct fields, whatever group of files it reads
+                # them in (what Spark infers from one of them; cdc_planned_raw_columns); else the batch asks
                 with contextlib.suppress(FooterReadError):  # read whole just before: then the batch asks
-                    names = {tuple((footers.get(str(location(file))) or read_footer(file)).names) for file in files}
-                    if len(names) == 1:
+                    schemas = [footers.get(str(location(file))) or read_footer(file) for file in files]
+                    names = {tuple(schema.names) for schema in schemas}
+                    fields = {json.dumps(struct_fields(schema)) for schema in schemas}
+                    if len(names) == 1 and len(fields) == 1:
                         plan[table.identifier]["raw_columns"] = list(names.pop())
+                        plan[table.identifier]["raw_fields"] = json.loads(fields.pop())
         views, unchanged, registers_empty = {}, set(), False
         if any(t.model not in idle for t in tables):
             registers = staging_views.registers_state(warehouse, (ERASURE_REGISTER, RECTIFICATION_REGISTER))

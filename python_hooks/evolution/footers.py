@@ -345,6 +345,13 @@ def union_of(footers: Iterable[tuple[str, pa.Schema]]) -> UnionSchema:
     return UnionSchema(pa.schema(fields), tuple(conflicts))
 
 
+def struct_fields(schema: pa.Schema) -> dict[str, list[str]]:
+    """Each struct column's field names, in the file's order, by the column's name in lower case: what Spark's
+    `describe query select <column>.* from <the file>` names (a Debezium envelope's `before`, `after`,
+    `source`)."""
+    return {c.name.lower(): [f.name for f in c.type] for c in schema if pa.types.is_struct(c.type)}
+
+
 def column_types(schema: pa.Schema) -> dict[str, str]:
     """Lower-case top-level column -> Spark type ('null' for all-null, the Arrow type if Spark has none)."""
     types = {}

@@ -2,15 +2,16 @@
 the run's own work (hooks, plan, accounting), and the commits it makes, from every table's snapshots.
 Counts, not timings: they cannot flake. The ceilings live in BUDGET, beside the issue's goal.
 
-Three tables (crm.customer_master and crm.customer_address from DMS, salesdb.customer from Debezium)
-are built from the sample's first stage; then one run applies the second stage (one small file each),
-and one run finds nothing new."""
+Four tables (crm.customer_master and crm.customer_address from DMS, salesdb.customer from Debezium flattened,
+inventory.product from Debezium's full envelope) are built from the sample's first stage; then one run applies the
+next stage (one small file each), and one run finds nothing new."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 import re
+import shutil
 import threading
 from collections import Counter
 from pathlib import Path
@@ -21,12 +22,14 @@ from bench.instrument import SqlProfile
 from helpers.runs import assert_batch_log, batch_log
 from helpers.tables import assert_same_table, table_rows
 from oracles.replay_counts import debezium_counts, dms_counts
+from oracles.replay_debezium import replay_topic
 from oracles.replay_dms import replay
 from python_hooks.commands import run as run_command
 from python_hooks.project.storage import Location
 from sample_data import debezium, dms
 
-TABLES = ["crm__customer_master", "crm__customer_address", "salesdb__customer"]
+TABLES = ["crm__customer_master", "crm__customer_address", "salesdb__customer", "inventory__product"]
+PRODUCT_COLUMNS = ["product_id", "name", "price", "in_stock"]
 SELECT = (
     "--select",
     *(f"stg_{t}" for t in TABLES),
@@ -53,8 +56,28 @@ BUDGET = {
 
 
 def _land(landing: Path, stage: int) -> list[Path]:
-    """The stage's files of every sample table: the files it wrote."""
-    return [*dms.write_stage(landing, stage), *debezium.write_stage(landing, stage)]
+    """The stage's files of every table of the test: the files it wrote. The envelope's stages run one ahead
+    (its first run takes its stages 1 and 2), so that the counted run applies its stage 4, one small file as
+    the others': its stage 3 holds a truncate, which is a commit of its own (macros/cdc/merge.sql, 4b)."""
+    written = [*dms.write_stage(landing, stage), *_topic_stage(landing, stage, debezium.CUSTOMER)]
+    for product_stage in [1, 2] if stage == 1 else [stage + 1]:
+        written.extend(_topic_stage(landing, product_stage, debezium.PRODUCT))
+    return written
+
+
+def _topic_stage(landing: Path, stage: int, topic: str) -> list[Path]:
+    """One topic's files of one stage (sample_data writes every topic's at once: into a folder aside, then
+    copied, their times kept)."""
+    aside = landing.parent / f"debezium_stage_{stage}"
+    if not aside.exists():
+        debezium.write_stage(aside, stage)
+    source, target = debezium.topic_dir(aside, topic), debezium.topic_dir(landing, topic)
+    copied = []
+    for path in sorted(source.rglob("*.parquet")):
+        copied.append(target / path.relative_to(source))
+        copied[-1].parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, copied[-1])
+    return copied
 
 
 def _assert_batch_log_equals_replay(spark, landing: Path, schema: str, stages: list[list[Path]]) -> None:
@@ -65,11 +88,11 @@ def _assert_batch_log_equals_replay(spark, landing: Path, schema: str, stages: l
         folder = landing / "dms" / "crm" / table
         files = [{p.name for p in written if p.parent == folder} for written in stages]
         assert_batch_log(logged[f"crm__{table}"], dms_counts(folder, ["customer_id"], files), table)
-    topic = "mysql.salesdb.customer"
-    topic_dir, spec = debezium.topic_dir(landing, topic), debezium.TOPICS[topic]
-    files = [{p.name for p in written if topic_dir in p.parents} for written in stages]
-    expected = debezium_counts(topic_dir, spec["shape"], spec["key"], files)
-    assert_batch_log(logged["salesdb__customer"], expected, topic)
+    for topic, model in ((debezium.CUSTOMER, "salesdb__customer"), (debezium.PRODUCT, "inventory__product")):
+        topic_dir, spec = debezium.topic_dir(landing, topic), debezium.TOPICS[topic]
+        files = [{p.name for p in written if topic_dir in p.parents} for written in stages]
+        expected = debezium_counts(topic_dir, spec["shape"], spec["key"], files)
+        assert_batch_log(logged[model], expected, topic)
 
 
 def _commits(spark, schema: str) -> Counter:
@@ -146,13 +169,19 @@ def test_statements_and_commits_of_a_small_run(dbt, spark, tmp_path: Path, schem
     listings = _count_listings(monkeypatch)
     statements, commits = _counted_run(dbt, spark, landing, schema, listings)
     run_listings = dict(listings)
-    assert handed_parts[-1] == len(TABLES), handed_parts  # the counted run's plan: three parts
+    assert handed_parts[-1] == len(TABLES), handed_parts  # the counted run's plan: a part per table
     for table in dms.TABLES:  # the run is right, not only cheap
         expected = replay(landing / "dms" / "crm" / table, ["customer_id"])
         actual = table_rows(
             spark, f"{schema}_current.crm__{table}", ["customer_id"], [*dms.TABLES[table], "_cdc_op", "_cdc_ts"]
         )
         assert_same_table(actual, expected, table)
+    product = debezium.TOPICS[debezium.PRODUCT]  # the envelope's columns, which the batch took from the run's plan
+    actual = table_rows(
+        spark, f"{schema}_current.inventory__product", product["key"], [*PRODUCT_COLUMNS, "_cdc_op", "_cdc_ts"]
+    )
+    expected = replay_topic(debezium.topic_dir(landing, debezium.PRODUCT), product["shape"], product["key"])
+    assert_same_table(actual, expected, debezium.PRODUCT)
     for table in TABLES:  # the batch log's snapshot_id: the table's snapshot once the run is done (time travel)
         relation = f"{schema}_current.{table}"
         newest = spark.sql(

@@ -721,3 +721,18 @@ def test_a_flipped_page_is_refused_or_reads_back_as_text(tmp_path: Path, kind: s
             except FooterReadError:
                 continue
             pq.read_table(path).to_pylist()  # raises UnicodeDecodeError for text that is not UTF-8
+
+
+def test_struct_fields_name_each_struct_column_s_fields_as_the_file_has_them(tmp_path: Path) -> None:
+    """What the run's plan hands a Debezium envelope's batch instead of three `describe query ... .*`
+    (commands/run.py, macros/cdc/staging_debezium.sql): read from a file's footer as written."""
+    from sample_data import debezium
+
+    path = tmp_path / "envelope.parquet"
+    pq.write_table(debezium.PRODUCT_SCHEMA.empty_table(), path)
+    fields = footers.struct_fields(footers.read_footer(path))
+    assert set(fields) == {"before", "after", "source", "transaction"}
+    assert fields["after"] == fields["before"] == [f.name for f in debezium.PRODUCT_ROW]
+    assert fields["source"] == [f.name for f in debezium.PG_SOURCE]
+    mixed = pa.schema([pa.field("Id", pa.int64()), pa.field("Payload", pa.struct([pa.field("Zeta", pa.int32())]))])
+    assert footers.struct_fields(mixed) == {"payload": ["Zeta"]}  # the column by its name in lower case
