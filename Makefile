@@ -70,7 +70,8 @@ help:
 	@echo "                   into \$$CDC_LANDING_ROOT/debezium/topics/ as the Kafka Connect S3 sink writes Parquet"
 	@echo "make live-workload transactions on it (ROUNDS=20); make live-drain  wait until the capture landed them"
 	@echo "make live-down     stop the capture and the source;  make live-status  what runs, the files written"
-	@echo "make demo-live     the live source end to end (EVERY=10 s between runs, MINUTES=2 of workload): PostgreSQL,"
+	@echo "make demo-live     the live source end to end (EVERY=10 s between runs, MINUTES=2 of workload, the snapshot"
+	@echo "                   every DOWNSTREAM_EVERY=300 s and by the last run): PostgreSQL,"
 	@echo "                   capture, workload, run --every, then compared with PostgreSQL and the latency; all stopped"
 	@echo "make test-live     the live capture's tests only (PostgreSQL + Debezium, no Spark; make test runs them too)"
 	@echo "make clean   remove run outputs (data/, target/, logs/)"
@@ -182,7 +183,8 @@ live-status: install
 # The live source end to end (python_hooks/commands/live_demo.py): a fresh live database, the loop every EVERY seconds
 # while a workload of MINUTES runs, then `live compare` and the latency; everything it started is stopped at the end.
 demo-live: install check-java cluster-packages
-	$(BIN)/python -m python_hooks live demo --every $(or $(EVERY),10) --minutes $(or $(MINUTES),2)
+	$(BIN)/python -m python_hooks live demo --every $(or $(EVERY),10) --minutes $(or $(MINUTES),2) \
+	  --downstream-every $(or $(DOWNSTREAM_EVERY),300)
 
 # The live capture's tests alone (make test runs them too): no Spark.
 test-live: install check-java cluster-packages

@@ -7,6 +7,7 @@ evolve          the schema-evolution hook alone: evolve the current-state Iceber
 run             the pipeline once: the pre-dbt hooks, then `dbt build` (extra arguments go to dbt);
                 --every SECONDS: again and again until Ctrl-C / SIGTERM (after the run in progress)
                 --maintain-every SECONDS (with --every): `maintain` in the loop's process
+                --downstream-every SECONDS (with --every): snapshots and marts at most every SECONDS
 erase           right to be forgotten: erase a data subject's keys from every table, raw file and snapshot
 rectify         right to rectification: correct a data subject's personal columns everywhere they are held
 maintain        table maintenance: compaction, manifests, snapshot expiry, orphan files
@@ -49,6 +50,7 @@ import click
 from python_hooks import cluster as shared_target
 from python_hooks import live as live_source
 from python_hooks import objectstore
+from python_hooks.commands import downstream
 from python_hooks.commands.add_source import run_add_source
 from python_hooks.commands.docs import build_docs
 from python_hooks.commands.environment import env_lines
@@ -161,18 +163,35 @@ def evolve() -> None:
     help="With --every: `maintain` in the loop's process, after the run in progress, every SECONDS (on the "
     "embedded target the loop holds the warehouse, so `make maintain` beside it is refused).",
 )
+@click.option(
+    "--downstream-every",
+    type=click.FloatRange(min=1),
+    metavar="SECONDS",
+    help="With --every: the models and snapshots downstream of the current-state tables are built in the first "
+    "run, then at most every SECONDS, while the tables take their batches at every run; a later run, or the next "
+    "`make run`, builds what a run held back (python_hooks/commands/downstream.py).",
+)
 @click.pass_context
-def run(ctx: click.Context, every: float | None, runs: int | None, maintain_every: float | None) -> None:
+def run(
+    ctx: click.Context,
+    every: float | None,
+    runs: int | None,
+    maintain_every: float | None,
+    downstream_every: float | None,
+) -> None:
     """The pipeline once: the hooks, then `dbt build` (extra arguments go to dbt build)."""
     if every is None:
-        if maintain_every is not None:
-            raise click.UsageError("--maintain-every goes with --every (a loop); alone, run `maintain`")
+        if maintain_every is not None or downstream_every is not None:
+            raise click.UsageError(
+                "--maintain-every and --downstream-every go with --every (a loop); alone, run `maintain` or `run`"
+            )
         sys.exit(0 if run_pipeline(ctx.args) else 1)
     runner = make_runner(progress=not verbose())  # one runner, one Spark session, for every run
     args = runs_args(ctx.args)  # --full-refresh: the first run only
+    holds = downstream.cadence(downstream_every) if downstream_every is not None else (lambda: False)
 
     def turn() -> bool:
-        return run_pipeline(args(), runner=runner)
+        return run_pipeline(args(), runner=runner, hold_downstream=holds())
 
     if maintain_every is not None:  # the target's options only (--target, --project-dir...), as `maintain` takes
         shared = split_shared_options(ctx.args)[1]
@@ -372,11 +391,18 @@ def live_drop_snapshots(target: str | None) -> None:
 @click.option(
     "--minutes", type=click.FloatRange(min=0.1), default=2.0, show_default=True, help="The workload's length."
 )
-def live_demo(every: float, minutes: float) -> None:
+@click.option(
+    "--downstream-every",
+    type=click.FloatRange(min=1),
+    default=300.0,
+    show_default=True,
+    help="The loop's --downstream-every: the snapshot and the models that feed it at most this often.",
+)
+def live_demo(every: float, minutes: float, downstream_every: float) -> None:
     """The live source end to end (python_hooks/commands/live_demo.py): PostgreSQL, the capture, `run --every`,
     a workload of MINUTES, then the comparison with PostgreSQL and the latency; everything stopped afterwards.
     Starts from an empty live database (its folder, $CDC_LIVE_DIR, is emptied). Exit 1 on a difference."""
-    sys.exit(0 if run_demo(live_source.config_from_env(), every, minutes, []) else 1)
+    sys.exit(0 if run_demo(live_source.config_from_env(), every, minutes, [], downstream_every=downstream_every) else 1)
 
 
 @main.command("docs")

@@ -1,13 +1,15 @@
 """`python -m python_hooks live demo` (`make demo-live`): the live source end to end for a few minutes.
 
 PostgreSQL up and seeded, the capture started (initial snapshot, then streaming), `run --every SECONDS
---full-refresh` in a process of its own (CDC_LIVE=1, `--select source:shop+`: the live models only), whose first
-run builds the live tables from the snapshot, the workload spread over MINUTES once that run has ended, the
-capture drained; the loop stopped once a run that started after the drain has ended, and one last run (which finds
-nothing new unless the loop failed); then the comparison with PostgreSQL (`live compare`) and the latency from commit
-to visible (python_hooks/live/latency.py). The latency is a running loop's, as a scheduler's is all day: the loop's
-first run, which starts its JVM and builds the tables (about 50 s on 2 cores), is over before the first change
-commits, and the last changes are applied by the loop, not by a process started for them. The build runs in the
+--downstream-every LONGER --full-refresh` in a process of its own (CDC_LIVE=1, `--select source:shop+`: the live
+models only), whose first run builds the live tables from the snapshot, the workload spread over MINUTES once that
+run has ended, the capture drained; the loop stopped once a run that started after the drain has ended, and one
+last run (which finds nothing new unless the loop failed, and builds the snapshot and its models the loop held
+back since it last built them: commands/downstream.py); then the comparison with PostgreSQL (`live compare`) and
+the latency from commit to visible (python_hooks/live/latency.py). The latency is a running loop's, as a
+scheduler's is all day: the loop's first run, which starts its JVM and builds the tables (about 50 s on 2 cores),
+is over before the first change commits, and the last changes are applied by the loop, not by a process started
+for them. The build runs in the
 loop's JVM, not in a process before it, as a loop started on new tables builds them: its first batches then run in a
 JVM that has compiled a build's work (the first run with changes 20-24 s, against 34 s in a JVM that had run
 nothing; bench/TUNING.md round 39).
@@ -52,7 +54,14 @@ def _pipeline(*args: str) -> list[str]:
     return _command("run", *args)
 
 
-def run_demo(config: LiveConfig, every: float, minutes: float, dbt_args: Sequence[str], seed: int = 28) -> bool:
+def run_demo(
+    config: LiveConfig,
+    every: float,
+    minutes: float,
+    dbt_args: Sequence[str],
+    seed: int = 28,
+    downstream_every: float | None = None,
+) -> bool:
     if source.running(config) or capture.running_pid(config) is not None:
         raise SystemExit(f"live demo: the live source in {config.folder} runs already: `make live-down` first")
     if not config.demo:
@@ -76,7 +85,14 @@ def run_demo(config: LiveConfig, every: float, minutes: float, dbt_args: Sequenc
         # a warehouse may hold an earlier demo's tables, whose ledgers name files this fresh capture writes
         # again under the same names. In the loop's own JVM, which then runs the workload's batches.
         loop = subprocess.Popen(
-            _pipeline("--every", str(every), *LIVE_ONLY, "--full-refresh", *dbt_args),
+            _pipeline(
+                "--every",
+                str(every),
+                *(["--downstream-every", str(downstream_every)] if downstream_every else []),
+                *LIVE_ONLY,
+                "--full-refresh",
+                *dbt_args,
+            ),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -116,7 +132,11 @@ def run_demo(config: LiveConfig, every: float, minutes: float, dbt_args: Sequenc
         )
         for line in latency.summary(warm)[1:]:
             log.info("%s", line)
-        log.info("live demo: the loop ran every %s s", every)
+        log.info(
+            "live demo: the loop ran every %s s%s",
+            every,
+            f", the snapshot and its models at most every {downstream_every:g} s" if downstream_every else "",
+        )
         return all(result.equal for result in results)
     finally:
         if loop is not None:

@@ -38,8 +38,15 @@ from dataclasses import dataclass, field
 
 from dbt_common.invocation import get_invocation_id
 
-from python_hooks.commands import accounting, status
-from python_hooks.commands.selection import guaranteed_tests, idle_descendants, meta_tests, selected_nodes
+from python_hooks.commands import accounting, downstream, status
+from python_hooks.commands.selection import (
+    downstream_nodes,
+    downstream_of,
+    guaranteed_tests,
+    idle_descendants,
+    meta_tests,
+    selected_nodes,
+)
 from python_hooks.commands.summary import run_summary
 from python_hooks.evolution import seeds, staging_views
 from python_hooks.evolution.apply import evolve, refused_files
@@ -431,10 +438,15 @@ def _progress(runner) -> Progress | None:
 
 
 def run_pipeline(
-    dbt_args: Sequence[str] = (), runner=None, hooks: bool = True, common_args: Sequence[str] = ()
+    dbt_args: Sequence[str] = (),
+    runner=None,
+    hooks: bool = True,
+    common_args: Sequence[str] = (),
+    hold_downstream: bool = False,
 ) -> bool:
     """True when every step succeeded. `runner` lets a caller reuse one dbtRunner (one Spark session);
-    `common_args` go to every dbt command (e.g. --project-dir, --target-path)."""
+    `common_args` go to every dbt command (e.g. --project-dir, --target-path); `hold_downstream`: the models
+    and snapshots downstream of the current-state tables wait for a later run (commands/downstream.py)."""
     if runner is None:
         runner = make_runner(progress=not verbose())
     dbt_args, shared = split_shared_options(dbt_args)
@@ -452,10 +464,18 @@ def run_pipeline(
             for problem in found.problems:
                 log.error(problem)
             return False
-    quiet_nodes, checked = set(), set()
+    quiet_nodes, checked, owed, held, stored, relations = set(), set(), set(), set(), set(), {}
     seed_prints, same_seeds = {}, set()
+    holding = hold_downstream and found.manifest is not None and not _full_refresh(dbt_args)
     if found.manifest is not None:
-        quiet_nodes = idle_descendants(found.manifest, found.tables, found.idle)
+        # what earlier runs held back is built now (commands/downstream.py), unless this one holds back too
+        relations = {f"{t.schema}.{t.identifier}": t.model for t in found.tables}
+        stored = downstream.read_owed(state_dir())  # by relation: one warehouse's state serves every schema
+        owed = {relations[relation] for relation in stored if relation in relations}
+        quiet_nodes = idle_descendants(found.manifest, found.tables, found.idle - (set() if holding else owed))
+        if holding:
+            held = downstream_nodes(found.manifest, found.tables) - quiet_nodes
+            quiet_nodes |= held
         if not _full_refresh(dbt_args):  # what each batch checks itself is not checked again (commands/selection.py)
             checked = guaranteed_tests(found.manifest, [t for t in found.tables if t.model not in found.idle])
             checked |= meta_tests(found.manifest)
@@ -468,7 +488,8 @@ def run_pipeline(
     # Nothing new anywhere (every table idle, none refused; with a selection of the caller's own, every
     # model, snapshot and seed it chooses is idle or downstream of idle tables only): no dbt build.
     if found.selected is None:
-        nothing_new = bool(found.tables) and {t.model for t in found.tables} <= found.idle
+        tables = {t.model for t in found.tables}
+        nothing_new = bool(found.tables) and tables <= found.idle and (holding or not owed & tables)
     else:
         nothing_new = bool(found.tables) and found.selected <= found.idle | quiet_nodes
     if progress is not None:
@@ -484,6 +505,7 @@ def run_pipeline(
                 if found.unchanged_views and not _full_refresh(dbt_args)
                 else ""
             )
+            + (f"; {len(held)} downstream model(s) and snapshot(s) held back (--downstream-every)" if held else "")
             + (" (dbt's own lines: logs/dbt.log, or CDC_VERBOSE=1)" if quiet else ""),
             flush=True,
         )
@@ -601,6 +623,18 @@ def run_pipeline(
                 )
         if seed_prints:
             seeds.record(state_dir(), found.manifest, seed_prints, result)
+        if found.manifest is not None and (owed or holding):
+            applied = {t.model for t in found.tables} - found.idle - found.blocked
+            left_out = {
+                model
+                for model in owed
+                if found.selected is not None
+                and not downstream_of(found.manifest, found.tables, model) <= found.selected
+            }
+            after = downstream.next_owed(owed, applied, holding, bool(result.success), left_out)
+            if after != owed:
+                mine = {relation for relation, model in relations.items() if model in after}
+                downstream.write_owed(state_dir(), (stored - relations.keys()) | mine)
         if progress is not None:
             print(f"{progress.closing()} ({time.monotonic() - started:.0f} s)", flush=True)
         refused = {model: 1 for model in found.refusals}  # at least one file each, if the log says no more

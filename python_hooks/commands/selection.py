@@ -1,6 +1,7 @@
 """What `make run` leaves out of its `dbt build` (commands/run.py), from the manifest alone:
 
 - `idle_descendants`: the models and snapshots whose current-state tables upstream all received nothing;
+- `downstream_nodes`: every model and snapshot downstream of a current-state table (`--downstream-every`);
 - `guaranteed_tests`: the data tests that check what a batch guarantees itself, so they would only read
   the tables again to find what cannot be there;
 - `meta_tests`: the data tests of the pipeline's own tables (the `cdc_meta` source), which the run writes
@@ -58,6 +59,18 @@ def idle_descendants(manifest, tables: Sequence[CdcTable], idle: set[str]) -> se
         and tables_above(unique_id)
         and tables_above(unique_id) <= idle
     }
+
+
+def downstream_nodes(manifest, tables: Sequence[CdcTable]) -> set[str]:
+    """The models and snapshots downstream of any current-state table: what a turn of `run --every` holds
+    back under `--downstream-every` (commands/downstream.py), with their tests."""
+    return idle_descendants(manifest, tables, {t.model for t in tables})
+
+
+def downstream_of(manifest, tables: Sequence[CdcTable], model: str) -> set[str]:
+    """The models and snapshots with the current-state table `model` upstream."""
+    others = {t.model for t in tables} - {model}
+    return downstream_nodes(manifest, tables) - idle_descendants(manifest, tables, others)
 
 
 def guaranteed_tests(manifest, applied: Sequence[CdcTable]) -> set[str]:

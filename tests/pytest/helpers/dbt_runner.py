@@ -36,13 +36,20 @@ class Dbt:
         return self._runner.invoke([*args, *self._common(landing, schema, project, target), "--target", target])
 
     def pipeline(
-        self, *build_args: str, landing: Path, schema: str, target: str = "local", project: Path | None = None
+        self,
+        *build_args: str,
+        landing: Path,
+        schema: str,
+        target: str = "local",
+        project: Path | None = None,
+        hold_downstream: bool = False,
     ) -> bool:
-        """`make run`: the Python hooks, then `dbt build` (python_hooks.pipeline), in this process."""
+        """`make run`: the Python hooks, then `dbt build` (python_hooks.pipeline), in this process; with
+        `hold_downstream`, a turn of `run --every --downstream-every` that holds the downstream models back."""
         from python_hooks.commands.run import run_pipeline
 
         common = [*self._common(landing, schema, project, target), "--target", target]
-        return run_pipeline(build_args, runner=self._runner, common_args=common)
+        return run_pipeline(build_args, runner=self._runner, common_args=common, hold_downstream=hold_downstream)
 
     def status(self, landing: Path, schema: str, now=None, target: str = "local") -> list:
         """`python -m python_hooks status`, in this process: the status of every current-state table."""
