@@ -7,11 +7,13 @@ and a change waits in no turn for the snapshot's chain to be visible in its tabl
 
 A turn that holds them back (`held`) leaves them out of its dbt build with their tests, as a run leaves out the
 models downstream of tables that received nothing (commands/selection.py: `idle_descendants`). The tables it
-applied a batch to are owed: the next turn that builds downstream, or the next `make run` in any process, builds
+applies a batch to are owed, written down before its build starts (a turn killed after a table's commit leaves the
+debt, at worst one table too many): the next turn that builds downstream, or the next `make run` in any process, builds
 the models and snapshots downstream of them even when those tables have nothing new then. They are kept by their
 relation (`schema.table`: one warehouse's state serves every schema) in `<state dir>/downstream-owed.json` (a loop
 stopped, or killed, between the two leaves them there) and forgotten once a build without a selection of the
-caller's own has succeeded with them.
+caller's own has succeeded with them. The state is this machine's, as the ledger's cache is: two loops on two
+machines over one shared warehouse each keep their own.
 """
 
 from __future__ import annotations

@@ -509,6 +509,12 @@ def run_pipeline(
             + (" (dbt's own lines: logs/dbt.log, or CDC_VERBOSE=1)" if quiet else ""),
             flush=True,
         )
+    if holding and not nothing_new:  # the debt first: a run killed after its tables committed still leaves it
+        planned = {t.model for t in found.tables} - found.idle - found.blocked
+        owing = downstream.next_owed(owed, planned, held=True, built=False)
+        if owing != owed:
+            mine = {relation for relation, model in relations.items() if model in owing}
+            downstream.write_owed(state_dir(), (stored - relations.keys()) | mine)
     started = time.monotonic()
     # Unit tests check the SQL, not the data: they belong to CI (`make test`), not to every scheduled run.
     # The build takes the manifest the hooks parsed (the project is read once per run); the runner
@@ -623,7 +629,7 @@ def run_pipeline(
                 )
         if seed_prints:
             seeds.record(state_dir(), found.manifest, seed_prints, result)
-        if found.manifest is not None and (owed or holding):
+        if found.manifest is not None and owed and not holding:  # paid by a build of the downstream models
             applied = {t.model for t in found.tables} - found.idle - found.blocked
             left_out = {
                 model
@@ -631,7 +637,7 @@ def run_pipeline(
                 if found.selected is not None
                 and not downstream_of(found.manifest, found.tables, model) <= found.selected
             }
-            after = downstream.next_owed(owed, applied, holding, bool(result.success), left_out)
+            after = downstream.next_owed(owed, applied, False, bool(result.success), left_out)
             if after != owed:
                 mine = {relation for relation, model in relations.items() if model in after}
                 downstream.write_owed(state_dir(), (stored - relations.keys()) | mine)
