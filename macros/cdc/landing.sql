@@ -61,6 +61,13 @@
 
 
 {% macro cdc_landing_file_count(source_name, table_name, folder) -%}
+    {#- The raw files of the folder: as `make run`'s hooks listed them this run (CDC_LANDING_FILE_COUNTS,
+        python_hooks/commands/run.py: the listing every batch, the schema hook and the file groups they registered
+        read; single-writer target), else counted from the folder's probe. -#}
+    {%- set listed = fromjson(env_var('CDC_LANDING_FILE_COUNTS', '{}')).get(folder) -%}
+    {%- if listed is not none -%}
+        {{ return(listed | int) }}
+    {%- endif -%}
     {%- set probe = cdc_landing_probe(source_name, table_name, folder) -%}
     {%- set result = run_query('select count(*) from (' ~ cdc_landing_listing_sql(probe, folder) ~ ')') -%}
     {{ return(result.columns[0].values()[0] | int) }}

@@ -117,6 +117,8 @@ class Hooks:
     schemas: set[str] = field(default_factory=set)  # the schemas the hooks found (Warehouse.existing_schemas)
     # the hooks' `show table extended` rows by schema, still true at their end (Warehouse.listings)
     listings: dict[str, list[list]] = field(default_factory=dict)
+    # the raw files the hooks listed per landing folder (single-writer target: no other run lands or applies)
+    file_counts: dict[str, int] = field(default_factory=dict)
 
 
 def run_hooks(
@@ -261,6 +263,10 @@ def run_hooks(
         selected,
         set(warehouse.existing_schemas),
         warehouse.listings() if single_writer else {},
+        # each staging view it builds counts its folder's raw files from this listing (macros/cdc/landing.sql)
+        {t.landing.rstrip("/"): len(listings[t.identifier]) for t in tables if t.identifier in listings}
+        if single_writer
+        else {},
     )
 
 
@@ -537,6 +543,10 @@ def run_pipeline(
     if found.views:  # what each view it builds keeps among its properties
         prints = {name: view[2] for name, view in sorted(found.views.items())}
         handed[staging_views.FINGERPRINTS_VARIABLE] = json.dumps(prints)
+        folders = {t.landing.rstrip("/") for t in found.tables if t.staging_model in found.views}
+        counts = {folder: n for folder, n in found.file_counts.items() if folder in folders}
+        if counts:  # the views count the hooks' listing, not the folder again (cdc_landing_file_count)
+            handed[FILE_COUNTS_VARIABLE] = json.dumps(counts)
     if same_seeds:
         handed[seeds.UNCHANGED_VARIABLE] = json.dumps(sorted(same_seeds))
     collector = accounting.Accounting() if hasattr(runner, "callbacks") and found.manifest is not None else None
@@ -661,8 +671,11 @@ def run_pipeline(
     return bool(result.success) and found.ok and recorded
 
 
+# The raw files of each landing folder whose staging view the build makes, as the hooks listed them.
+FILE_COUNTS_VARIABLE = "CDC_LANDING_FILE_COUNTS"
 # The variables a run hands to its dbt build (set or left unset by each run, never inherited).
 HANDED_VARIABLES = (
+    FILE_COUNTS_VARIABLE,
     PLAN_VARIABLE,
     PLAN_PARTS_VARIABLE,
     STAGING_TEST_FILES_VARIABLE,
