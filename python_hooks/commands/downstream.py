@@ -48,6 +48,23 @@ def write_owed(folder: Path, relations: Collection[str]) -> None:
     os.replace(partial, path)
 
 
+class Debt:
+    """What is owed to the downstream models of one run's tables (`relations`: relation -> model), read once; kept
+    beside the entries of the tables of other schemas in the same state."""
+
+    def __init__(self, folder: Path, relations: dict[str, str]) -> None:
+        self.folder, self.relations = folder, relations
+        self.stored = read_owed(folder)
+        self.owed = {relations[relation] for relation in self.stored if relation in relations}
+
+    def keep(self, models: Collection[str]) -> None:
+        """Writes the run's tables' debt as `models` (when it changed), the others' as they were."""
+        if set(models) == self.owed:
+            return
+        mine = {relation for relation, model in self.relations.items() if model in models}
+        write_owed(self.folder, (self.stored - self.relations.keys()) | mine)
+
+
 def next_owed(
     owed: set[str], applied: set[str], held: bool, built: bool, left_out: Collection[str] = frozenset()
 ) -> set[str]:

@@ -470,14 +470,14 @@ def run_pipeline(
             for problem in found.problems:
                 log.error(problem)
             return False
-    quiet_nodes, checked, owed, held, stored, relations = set(), set(), set(), set(), set(), {}
+    quiet_nodes, checked, owed, held, debt = set(), set(), set(), set(), None
     seed_prints, same_seeds = {}, set()
     holding = hold_downstream and found.manifest is not None and not _full_refresh(dbt_args)
     if found.manifest is not None:
         # what earlier runs held back is built now (commands/downstream.py), unless this one holds back too
-        relations = {f"{t.schema}.{t.identifier}": t.model for t in found.tables}
-        stored = downstream.read_owed(state_dir())  # by relation: one warehouse's state serves every schema
-        owed = {relations[relation] for relation in stored if relation in relations}
+        # by relation: one warehouse's state serves every schema
+        debt = downstream.Debt(state_dir(), {f"{t.schema}.{t.identifier}": t.model for t in found.tables})
+        owed = debt.owed
         quiet_nodes = idle_descendants(found.manifest, found.tables, found.idle - (set() if holding else owed))
         if holding:
             held = downstream_nodes(found.manifest, found.tables) - quiet_nodes
@@ -515,12 +515,9 @@ def run_pipeline(
             + (" (dbt's own lines: logs/dbt.log, or CDC_VERBOSE=1)" if quiet else ""),
             flush=True,
         )
+    applied = {t.model for t in found.tables} - found.idle - found.blocked  # the tables this run applies
     if holding and not nothing_new:  # the debt first: a run killed after its tables committed still leaves it
-        planned = {t.model for t in found.tables} - found.idle - found.blocked
-        owing = downstream.next_owed(owed, planned, held=True, built=False)
-        if owing != owed:
-            mine = {relation for relation, model in relations.items() if model in owing}
-            downstream.write_owed(state_dir(), (stored - relations.keys()) | mine)
+        debt.keep(downstream.next_owed(owed, applied, held=True, built=False))
     started = time.monotonic()
     # Unit tests check the SQL, not the data: they belong to CI (`make test`), not to every scheduled run.
     # The build takes the manifest the hooks parsed (the project is read once per run); the runner
@@ -639,18 +636,14 @@ def run_pipeline(
                 )
         if seed_prints:
             seeds.record(state_dir(), found.manifest, seed_prints, result)
-        if found.manifest is not None and owed and not holding:  # paid by a build of the downstream models
-            applied = {t.model for t in found.tables} - found.idle - found.blocked
+        if debt is not None and owed and not holding:  # paid by a build of the downstream models
             left_out = {
                 model
                 for model in owed
                 if found.selected is not None
                 and not downstream_of(found.manifest, found.tables, model) <= found.selected
             }
-            after = downstream.next_owed(owed, applied, False, bool(result.success), left_out)
-            if after != owed:
-                mine = {relation for relation, model in relations.items() if model in after}
-                downstream.write_owed(state_dir(), (stored - relations.keys()) | mine)
+            debt.keep(downstream.next_owed(owed, applied, False, bool(result.success), left_out))
         if progress is not None:
             print(f"{progress.closing()} ({time.monotonic() - started:.0f} s)", flush=True)
         refused = {model: 1 for model in found.refusals}  # at least one file each, if the log says no more
