@@ -117,8 +117,9 @@
         python_hooks/commands/run.py from landing/pending.py and evolution/apply.py): per current-state
         model, {folder, files, and, for a table the hooks evolved, columns (its columns after
         evolution), staging_model, grouped (whether its raw files are read in groups), raw_columns and
-        raw_fields (the batch's files' column names and struct fields, when the files agree) and state (its
-        snapshot, branches, size and delete layout)}, in parts: CDC_RUN_PLAN, then CDC_RUN_PLAN_2 to
+        raw_fields (the batch's files' column names and struct fields, when the files agree), group_columns (the
+        same for each file group whose files agree, by group id) and state (its snapshot, branches, size and delete
+        layout)}, in parts: CDC_RUN_PLAN, then CDC_RUN_PLAN_2 to
         CDC_RUN_PLAN_<CDC_RUN_PLAN_PARTS> (python_hooks/landing/pending.py: plan_parts). Empty for a
         plain `dbt run`, a shared target, a folder Python does not list: then each model asks Spark. -#}
     {%- set plan = fromjson(env_var('CDC_RUN_PLAN', '{}')) -%}
@@ -181,14 +182,7 @@
         (names only, in the files' order: what Spark's describe of the files, or of any group of them, gives),
         or none: ask Spark. -#}
     {%- set entry = cdc_planned_raw_entry(staging_model, files) -%}
-    {%- if entry is none -%}
-        {{ return(none) }}
-    {%- endif -%}
-    {%- set columns = [] -%}
-    {%- for name in entry.raw_columns -%}
-        {%- do columns.append({'name': name, 'data_type': none}) -%}
-    {%- endfor -%}
-    {{ return(columns) }}
+    {{ return(none if entry is none else cdc_named_columns(entry.raw_columns)) }}
 {%- endmacro %}
 
 
@@ -197,14 +191,7 @@
         batch, as cdc_planned_raw_columns, in the form of cdc_landing_columns_of; none: ask Spark. -#}
     {%- set entry = cdc_planned_raw_entry(staging_model, files) -%}
     {%- set names = none if entry is none else (entry.get('raw_fields') or {}).get(struct_column | lower) -%}
-    {%- if names is none -%}
-        {{ return(none) }}
-    {%- endif -%}
-    {%- set fields = [] -%}
-    {%- for name in names -%}
-        {%- do fields.append({'name': name, 'data_type': none}) -%}
-    {%- endfor -%}
-    {{ return(fields) }}
+    {{ return(none if names is none else cdc_named_columns(names)) }}
 {%- endmacro %}
 
 
@@ -216,6 +203,35 @@
         {{ return(entry) }}
     {%- endfor -%}
     {{ return(none) }}
+{%- endmacro %}
+
+
+{% macro cdc_planned_group_columns(staging_model, group_id) -%}
+    {#- The raw columns and struct fields of one file group of `staging_model` (its id in cdc_raw_file_groups),
+        when the hooks registered it this run and every file of it names them alike (python_hooks/evolution/
+        apply.py: group_columns), in the forms of cdc_planned_raw_columns and cdc_planned_struct_fields; else none:
+        staging asks Spark. -#}
+    {%- for entry in cdc_run_plan().values() if entry.get('staging_model') == staging_model -%}
+        {%- set planned = (entry.get('group_columns') or {}).get(group_id | string) -%}
+        {%- if planned is not none -%}
+            {%- set fields = {} -%}
+            {%- for struct_column, names in planned.raw_fields.items() -%}
+                {%- do fields.update({struct_column: cdc_named_columns(names)}) -%}
+            {%- endfor -%}
+            {{ return({'raw_columns': cdc_named_columns(planned.raw_columns), 'raw_fields': fields}) }}
+        {%- endif -%}
+    {%- endfor -%}
+    {{ return(none) }}
+{%- endmacro %}
+
+
+{% macro cdc_named_columns(names) -%}
+    {#- Column names as [{name, data_type: none}], the form of cdc_landing_columns_of without the types. -#}
+    {%- set columns = [] -%}
+    {%- for name in names -%}
+        {%- do columns.append({'name': name, 'data_type': none}) -%}
+    {%- endfor -%}
+    {{ return(columns) }}
 {%- endmacro %}
 
 
@@ -372,25 +388,29 @@
             {%- else -%}
                 {%- do covered.extend(group_files) -%}
                 {%- set read_files = group_files if files is none else group_files | select('in', files) | list -%}
+                {%- set planned = cdc_planned_group_columns(staging_model, row[2]) -%}
                 {%- if files is none and row[2] == -2 -%}  {#- OPEN_GROUP (python_hooks/evolution/apply.py) -#}
-                    {%- do open.append({'files': group_files, 'types': fromjson(row[1])}) -%}
+                    {%- do open.append({'files': group_files, 'types': fromjson(row[1]), 'planned': planned}) -%}
                 {%- elif read_files -%}
                     {%- do reads.append({
                         'relation': cdc_files_relation(folder, read_files),
                         'files': read_files | length,
                         'types': fromjson(row[1]),
+                        'raw_columns': planned.raw_columns if planned else none,
+                        'raw_fields': planned.raw_fields if planned else {},
                     }) -%}
                 {%- endif -%}
             {%- endif -%}
         {%- endfor -%}
     {%- endif -%}
     {%- set open_read = cdc_landing_open_read(staging_model, folder, open[0].files, open[0].types,
-        covered | reject('in', open[0].files) | list + left_out) if open else none -%}
+        covered | reject('in', open[0].files) | list + left_out, open[0].planned) if open else none -%}
     {%- if open_read is not none -%}
         {%- do reads.append(open_read) -%}
     {%- elif open -%}
         {%- do reads.append({'relation': cdc_files_relation(folder, open[0].files), 'files': open[0].files | length,
-            'types': open[0].types}) -%}
+            'types': open[0].types, 'raw_columns': open[0].planned.raw_columns if open[0].planned else none,
+            'raw_fields': open[0].planned.raw_fields if open[0].planned else {}}) -%}
     {%- endif -%}
     {%- if covered or left_out -%}
         {#- A batch's file the hooks left out or did not register is `missing`; the view counts both. -#}
@@ -426,7 +446,7 @@
 {%- endmacro %}
 
 
-{% macro cdc_landing_open_read(staging_model, folder, open_files, types, others) -%}
+{% macro cdc_landing_open_read(staging_model, folder, open_files, types, others, planned=none) -%}
     {#- The staging view's read of the open group (cdc_landing_reads): the folder's catalog table
         (cdc_landing_raw_table) with the columns Spark reads from the group's files (a struct's fields quoted,
         cdc_ddl_type), the other groups' files left out by the names the hooks list (`where`, on
@@ -434,7 +454,8 @@
         columns can be declared (evolution/apply.py: readable_as_table); should Spark still find a field name
         that is not a plain identifier, a column of nulls only (void) or two spellings of one name, the group is
         read as a list of files (and the view's fingerprint, which does not name them, keeps it until the next
-        schema change: said in a warning). -#}
+        schema change: said in a warning). The read's raw columns are the table's, declared here; its struct fields
+        those of the run's plan (`planned`: cdc_planned_group_columns), if any. -#}
     {%- set found = cdc_landing_columns_of('select * from ' ~ cdc_files_relation(folder, open_files)) -%}
     {%- set columns = [] -%}
     {%- for column in found -%}
@@ -459,6 +480,8 @@
         'where': (cdc_file_name_sql() ~ ' not in (' ~ excluded | join(', ') ~ ')') if excluded else none,
         'files': open_files | length,
         'types': types,
+        'raw_columns': found,
+        'raw_fields': planned.raw_fields if planned else {},
     }) }}
 {%- endmacro %}
 

@@ -50,10 +50,12 @@
             {%- set fields = [] -%}
             {%- set planned = {} -%}
             {%- for struct_column in ['after', 'before', 'source'] -%}
-                {%- do planned.update({struct_column: cdc_planned_struct_fields(staging_model, files, struct_column)}) -%}
+                {%- do planned.update({struct_column: (read.get('raw_fields') or {}).get(struct_column)
+                    or cdc_planned_struct_fields(staging_model, files, struct_column)}) -%}
             {%- endfor -%}
             {%- set sql = stg_debezium_changes_sql(read.relation, shape, node, fields,
-                cdc_planned_raw_columns(staging_model, files), where=read.get('where'), planned_fields=planned) -%}
+                read.get('raw_columns') or cdc_planned_raw_columns(staging_model, files), where=read.get('where'),
+                planned_fields=planned) -%}
             {%- do parts.append(cdc_cast_columns(sql, read.types, fields)) -%}
             {%- if columns is not none and loop.first -%}
                 {%- do columns.extend(((read.types.keys() | list) if read.types is not none else fields)

@@ -39,7 +39,7 @@
     {%- else -%}
         {%- set parts = [] -%}
         {%- for read in cdc_landing_reads(staging_model, folder, file_count, files) -%}
-            {%- set raw_columns = cdc_planned_raw_columns(staging_model, files)
+            {%- set raw_columns = read.get('raw_columns') or cdc_planned_raw_columns(staging_model, files)
                 or cdc_landing_columns_of('select * from ' ~ read.relation) -%}
             {%- set sql = stg_dms_changes_sql(read.relation, raw_columns, ts_column, node, where=read.get('where')) -%}
             {%- if columns is not none and loop.first -%}

@@ -42,6 +42,7 @@ from python_hooks.evolution.footers import (
     RawFile,
     column_types,
     read_pages,
+    struct_fields,
     union_of,
 )
 from python_hooks.evolution.plan import (
@@ -94,6 +95,9 @@ class EvolutionResult:
     # (commands/run.py), so that a batch need not ask Spark again
     columns: dict[str, list[str]] = field(default_factory=dict)
     grouped: set[str] = field(default_factory=set)
+    # staging model -> group id -> the raw column names and struct fields every file of that group names alike
+    # (`group_columns`): handed to its view and batches in the run's plan, so that they need not ask Spark
+    group_columns: dict[str, dict[int, dict]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -222,6 +226,8 @@ class Inspection:
     business_types: dict[str, str] = field(default_factory=dict)
     ignored: list[str] = field(default_factory=list)
     left_out: tuple[str, ...] = ()
+    # per file (location string): its column names in its order and its struct columns' fields, as JSON
+    file_columns: dict[str, str] = field(default_factory=dict)
 
 
 def inspect_table(
@@ -276,7 +282,10 @@ def inspect_table(
     problems += [_refusal_message(refusal, table, file_types) for refusal in plan.refusals]
     kept = {name.lower() for name in incoming.names} | {name.lower() for name, _ in current or ()}
     business = {name.lower(): t for name, t in _spark_types(staged_business) if name.lower() in kept}
-    return Inspection(problems, plan, union.schema, incoming, file_types, staged.schema, business, ignored, left_out)
+    file_columns = {name: column_signature(schema) for name, schema in readable}
+    return Inspection(
+        problems, plan, union.schema, incoming, file_types, staged.schema, business, ignored, left_out, file_columns
+    )
 
 
 # `refused_files` reads small files this many at a time (pyarrow decodes them outside the GIL: 5,000 files of 4
@@ -422,14 +431,35 @@ def _evolve_table(
         business_types = json.dumps(found.business_types)
         left_out = sorted(f.relative for f in files if str(f.location) in found.left_out and f.size > 0)
         group_rows[table.staging_model] = [(LEFT_OUT_GROUP, left_out, None)] if left_out else []
+        by_relative = {location(name).relative_to(table.folder): names for name, names in found.file_columns.items()}
         for i, (is_open, group) in enumerate(groups):
             read_open = is_open and readable_as_table(group.values(), union.names)
-            group_rows[table.staging_model].append((OPEN_GROUP if read_open else i, list(group), business_types))
+            group_id = OPEN_GROUP if read_open else i
+            group_rows[table.staging_model].append((group_id, list(group), business_types))
+            agreed = group_columns({by_relative.get(relative) for relative in group})
+            if agreed is not None:
+                result.group_columns.setdefault(table.staging_model, {})[group_id] = agreed
     # The open group's files are not in the view's SQL: only that it exists.
     view_groups = [(g, "open" if g == OPEN_GROUP else f, t) for g, f, t in group_rows[table.staging_model]]
     result.staging_inputs[table.staging_model] = json.dumps(
         [union.to_string(show_field_metadata=False, show_schema_metadata=False), view_groups]
     )
+
+
+def column_signature(schema: pa.Schema) -> str:
+    """A file's column names in its order and its struct columns' fields (footers.py: struct_fields), as JSON."""
+    return json.dumps([schema.names, struct_fields(schema)])
+
+
+def group_columns(signatures: Collection[str | None]) -> dict | None:
+    """The raw columns and struct fields of a group of files (`signatures`: each file's `column_signature`,
+    Inspection.file_columns) when every file names the same columns in the same order and the same fields in each
+    struct column: then Spark infers those of any of its files, or of all of them merged (what staging would ask
+    it with a describe; macros/cdc/landing.sql: cdc_landing_reads); else None."""
+    if len(signatures) != 1 or None in signatures:
+        return None
+    names, fields = json.loads(next(iter(signatures)))
+    return {"raw_columns": names, "raw_fields": fields}
 
 
 def _spark_types(schema) -> Iterable[tuple[str, str]]:

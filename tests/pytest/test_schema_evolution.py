@@ -7,6 +7,7 @@ hostile column names, and a plain `dbt run` without the hooks."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from decimal import Decimal
 from pathlib import Path
 
@@ -362,3 +363,64 @@ def test_an_envelope_view_is_left_as_it_is_while_files_of_its_new_schema_land(db
     columns = ["product_id", "name", "price", "in_stock", "weight_g", "_cdc_op", "_cdc_ts"]
     expected = with_all_columns(replay_topic(folder, "envelope", ["product_id"]), columns)
     assert_same_table(table_rows(spark, products, ["product_id"], columns), expected, "the new schema's files")
+
+
+def _describes(dbt, *build_args: str, landing: Path, schema: str) -> dict[str, int]:
+    """A `make run`, and the `describe query` statements each of its dbt nodes sent (by node name)."""
+    from bench.instrument import SqlProfile
+
+    profile = SqlProfile()
+    dbt._runner.callbacks.append(profile)
+    try:
+        assert dbt.pipeline(*build_args, landing=landing, schema=schema)
+    finally:
+        dbt._runner.callbacks.remove(profile)
+    counts: dict[str, int] = {}
+    for statement in profile.statements:
+        text = re.sub(r"^/\*.*?\*/\s*", "", " ".join(statement.sql.split()))  # without dbt's query comment
+        if statement.node and text.lower().startswith("describe query"):
+            name = statement.node.rsplit(".", 1)[-1]
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize("shape", ["flattened", "envelope"])
+def test_a_view_built_again_for_a_schema_change_asks_spark_only_its_open_groups_types(
+    dbt, spark, schema, tmp_path, shape
+):
+    """The run after a source's schema change splits a folder's files into groups: the staging view is built
+    again, and the table's batch reads the files of both groups. The hooks read every one of those files' footers,
+    and hand each group's raw columns and struct fields in the run's plan when its files agree
+    (evolution/apply.py: group_columns): the view asks Spark only for the open group's column types, which it
+    declares (one describe), and the batch asks nothing. The view and the table then equal the raw files."""
+    if shape == "flattened":
+        select, topic, staging, table = (
+            SALESDB,
+            debezium.SALES_ORDER,
+            "stg_salesdb__sales_order",
+            "salesdb__sales_order",
+        )
+        key, change = "order_id", evolution.mysql_order_customer_bigint
+    else:
+        select, topic, staging, table = INVENTORY, debezium.PRODUCT, "stg_inventory__product", "inventory__product"
+        key, change = "product_id", evolution.pg_product_weight_column
+    folder = debezium.topic_dir(tmp_path, topic)
+    for stage in (1, 2):
+        debezium.write_stage(tmp_path, stage)
+    assert dbt.pipeline(*select, landing=tmp_path, schema=schema)
+
+    change(tmp_path)
+    describes = _describes(dbt, *select, landing=tmp_path, schema=schema)
+    assert describes.get(staging) == 1, describes
+    assert describes.get(table, 0) == 0, describes
+
+    if shape == "flattened":
+        assert view_rows(spark, f"{schema}_staging.{staging}") == raw_order_rows(folder)
+    else:
+        found = spark.sql(f"select product_id, weight_g, _cdc_op, _cdc_source_file from {schema}_staging.{staging}")
+        rows = sorted((tuple(r) for r in found.collect()), key=lambda row: tuple((v is None, v) for v in row))
+        assert rows == raw_product_rows(folder)
+    relation = f"{schema}_current.{table}"
+    columns = [c for c in columns_of(spark, relation) if not c.startswith("_cdc_")] + ["_cdc_op", "_cdc_ts"]
+    expected = with_all_columns(replay_topic(folder, shape if shape == "envelope" else "flat", [key]), columns)
+    assert_same_table(table_rows(spark, relation, [key], columns), expected, relation)

@@ -8,7 +8,14 @@ import pytest
 
 from fuzz.python_side import assert_worded
 from python_hooks.commands.run import empty_file_refusals
-from python_hooks.evolution.apply import _existing_groups, file_groups, inspect_table, readable_as_table
+from python_hooks.evolution.apply import (
+    _existing_groups,
+    column_signature,
+    file_groups,
+    group_columns,
+    inspect_table,
+    readable_as_table,
+)
 from python_hooks.evolution.footers import FooterCache
 from python_hooks.evolution.plan import (
     ColumnChange,
@@ -811,3 +818,26 @@ def test_an_open_group_is_read_as_a_table_only_when_its_columns_can_be_declared(
     again from Spark's print of the type (macros/cdc/landing.sql: cdc_ddl_type), where only a plain name can be
     told from the syntax."""
     assert readable_as_table(files, names) is readable
+
+
+def test_a_groups_columns_are_handed_only_when_every_file_of_it_names_them_alike():
+    """Spark infers a group's columns from its files merged: when every file names the same columns in the same
+    order and the same struct fields, those are any one file's, and staging need not ask (cdc_landing_reads)."""
+    envelope = pa.schema(
+        [("before", pa.struct([("Id", pa.int64())])), ("op", pa.string()), ("source", pa.struct([("lsn", pa.int64())]))]
+    )
+    widened = pa.schema([("before", pa.struct([("Id", pa.int64()), ("w", pa.int32())])), ("op", pa.string())])
+    flat = pa.schema([("ID", pa.int64()), ("__op", pa.string())])
+    reordered = pa.schema([("__op", pa.string()), ("ID", pa.int64())])
+
+    def signatures(*schemas: pa.Schema) -> set:
+        return {column_signature(schema) for schema in schemas}
+
+    assert group_columns(signatures(envelope, envelope)) == {
+        "raw_columns": ["before", "op", "source"],
+        "raw_fields": {"before": ["Id"], "source": ["lsn"]},
+    }
+    assert group_columns(signatures(flat)) == {"raw_columns": ["ID", "__op"], "raw_fields": {}}
+    assert group_columns(signatures(envelope, widened)) is None  # a struct gained a field in some files
+    assert group_columns(signatures(flat, reordered)) is None  # the same names in another order
+    assert group_columns({column_signature(flat), None}) is None  # a file whose footer the hooks did not read
