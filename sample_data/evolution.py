@@ -9,6 +9,7 @@ the landing folder to continue offsets and to know the current rows):
 - `dms_new_types`: crm.customer_master gains `credit_limit numeric(18,4)` and `birth_date date`.
 - `dms_upper_case_country`: a DMS file that spells crm.customer_address's `country` as `COUNTRY`.
 - `mysql_order_customer_bigint`: salesdb.sales_order.customer_id widened from int to bigint.
+- `mysql_order_channel_column`: salesdb.sales_order gains `channel varchar(10)`, set on one order.
 - `pg_product_weight_column`: inventory.product gains `weight_g integer` (the full envelope's `before`/`after`).
 - `dms_city_becomes_int`: crm.customer_address.city changes from string to int (not a safe change).
 - `dms_hostile_names`: crm.customer_master gains columns named `loyalty tier`, `select`, and one with
@@ -146,6 +147,27 @@ def mysql_order_customer_bigint(landing: Path, order_id: int = 900, later: int =
         },
     ]
     return _write_flat(landing, debezium.SALES_ORDER, rows, schema, "order_id")
+
+
+def mysql_order_channel_column(landing: Path) -> list[Path]:
+    """`ALTER TABLE sales_order ADD COLUMN channel VARCHAR(10)`, then `UPDATE sales_order SET channel = 'web'` on
+    the order of the smallest id: one file of the topic's types so far plus `channel` (before the bigint change of
+    `mysql_order_customer_bigint`, so that a later promotion leaves it in one group with the files before it)."""
+    folder = debezium.topic_dir(landing, debezium.SALES_ORDER)
+    records, _ = _topic_rows(folder)
+    current = _current_rows(records, "order_id")
+    first = current[min(current)]
+    stage_schema = pq.read_schema(next(folder.glob("partition=*/*.parquet")))
+    names = [f.name for f in stage_schema if not f.name.startswith("__")]
+    schema = pa.schema(
+        [*(stage_schema.field(n) for n in names), pa.field("channel", pa.string())]
+        + [f for f in stage_schema if f.name.startswith("__")]
+    )
+    ts = int(DDL_TIME.timestamp() * 1000) + 1_000
+    row = {**{n: first[n] for n in names}, "channel": "web", "__op": "u", "__source_ts_ms": clock.ms(ts)}
+    row.update({f.name: first[f.name] for f in stage_schema if f.name.startswith("__") and f.name not in row})
+    row["__deleted"] = "false"
+    return _write_flat(landing, debezium.SALES_ORDER, [row], schema, "order_id")
 
 
 def pg_product_weight_column(landing: Path, product_id: int = 30, later: int = 0) -> list[Path]:

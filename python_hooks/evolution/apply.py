@@ -453,12 +453,23 @@ def column_signature(schema: pa.Schema) -> str:
 
 def group_columns(signatures: Collection[str | None]) -> dict | None:
     """The raw columns and struct fields of a group of files (`signatures`: each file's `column_signature`,
-    Inspection.file_columns) when every file names the same columns in the same order and the same fields in each
-    struct column: then Spark infers those of any of its files, or of all of them merged (what staging would ask
-    it with a describe; macros/cdc/landing.sql: cdc_landing_reads); else None."""
-    if len(signatures) != 1 or None in signatures:
+    Inspection.file_columns), as Spark merges its files' footers (spark.sql.parquet.mergeSchema): every column any
+    file names, once each, and a struct column's fields when every file that holds it names the same ones in the same
+    order (the files of a group have one type per column: a struct with another field is another group). None when
+    a footer was not read, two spellings of a name differ only in case, or a struct's fields differ. A group is always
+    read with its column types (macros/cdc/landing.sql: cdc_cast_columns), so the columns' order does not matter."""
+    if not signatures or None in signatures:
         return None
-    names, fields = json.loads(next(iter(signatures)))
+    names: list[str] = []
+    fields: dict[str, list[str]] = {}
+    for signature in sorted(signatures):
+        file_names, file_fields = json.loads(signature)
+        names += [name for name in file_names if name not in names]
+        for column, found in file_fields.items():
+            if fields.setdefault(column, found) != found:
+                return None
+    if len({name.lower() for name in names}) != len(names):
+        return None
     return {"raw_columns": names, "raw_fields": fields}
 
 

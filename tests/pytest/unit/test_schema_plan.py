@@ -820,15 +820,18 @@ def test_an_open_group_is_read_as_a_table_only_when_its_columns_can_be_declared(
     assert readable_as_table(files, names) is readable
 
 
-def test_a_groups_columns_are_handed_only_when_every_file_of_it_names_them_alike():
-    """Spark infers a group's columns from its files merged: when every file names the same columns in the same
-    order and the same struct fields, those are any one file's, and staging need not ask (cdc_landing_reads)."""
+def test_a_groups_columns_are_those_spark_merges_from_its_files():
+    """Spark infers a group's columns by merging its files' footers: every column any of them names, and each
+    struct's fields (one per group: a struct with another field is another type, so another group). Staging then
+    need not ask (cdc_landing_reads); where Spark's merge could differ (a struct's fields, two spellings of a name),
+    nothing is handed and staging asks."""
     envelope = pa.schema(
         [("before", pa.struct([("Id", pa.int64())])), ("op", pa.string()), ("source", pa.struct([("lsn", pa.int64())]))]
     )
     widened = pa.schema([("before", pa.struct([("Id", pa.int64()), ("w", pa.int32())])), ("op", pa.string())])
     flat = pa.schema([("ID", pa.int64()), ("__op", pa.string())])
-    reordered = pa.schema([("__op", pa.string()), ("ID", pa.int64())])
+    added = pa.schema([("ID", pa.int64()), ("__op", pa.string()), ("note", pa.string())])
+    spelled = pa.schema([("id", pa.int64()), ("__op", pa.string())])
 
     def signatures(*schemas: pa.Schema) -> set:
         return {column_signature(schema) for schema in schemas}
@@ -838,6 +841,8 @@ def test_a_groups_columns_are_handed_only_when_every_file_of_it_names_them_alike
         "raw_fields": {"before": ["Id"], "source": ["lsn"]},
     }
     assert group_columns(signatures(flat)) == {"raw_columns": ["ID", "__op"], "raw_fields": {}}
-    assert group_columns(signatures(envelope, widened)) is None  # a struct gained a field in some files
-    assert group_columns(signatures(flat, reordered)) is None  # the same names in another order
+    merged = group_columns(signatures(flat, added))  # files before and after a column was added, of one type each
+    assert sorted(merged["raw_columns"]) == ["ID", "__op", "note"] and merged["raw_fields"] == {}
+    assert group_columns(signatures(envelope, widened)) is None  # a struct's fields differ
+    assert group_columns(signatures(flat, spelled)) is None  # ID and id
     assert group_columns({column_signature(flat), None}) is None  # a file whose footer the hooks did not read
