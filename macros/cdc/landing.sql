@@ -117,8 +117,8 @@
         python_hooks/commands/run.py from landing/pending.py and evolution/apply.py): per current-state
         model, {folder, files, and, for a table the hooks evolved, columns (its columns after
         evolution), staging_model, grouped (whether its raw files are read in groups), raw_columns and
-        raw_fields (the batch's files' column names and struct fields, when the files agree), group_columns (the
-        same for each file group whose files agree, by group id) and state (its snapshot, branches, size and delete
+        raw_fields (the batch's files' column names and struct fields, when the files agree), group_columns (those
+        Spark merges from each file group's files, by group id) and state (its snapshot, branches, size and delete
         layout)}, in parts: CDC_RUN_PLAN, then CDC_RUN_PLAN_2 to
         CDC_RUN_PLAN_<CDC_RUN_PLAN_PARTS> (python_hooks/landing/pending.py: plan_parts). Empty for a
         plain `dbt run`, a shared target, a folder Python does not list: then each model asks Spark. -#}
@@ -208,8 +208,8 @@
 
 {% macro cdc_planned_group_columns(staging_model, group_id) -%}
     {#- The raw columns and struct fields of one file group of `staging_model` (its id in cdc_raw_file_groups),
-        when the hooks registered it this run and every file of it names them alike (python_hooks/evolution/
-        apply.py: group_columns), in the forms of cdc_planned_raw_columns and cdc_planned_struct_fields; else none:
+        as Spark merges them from its files, when the hooks registered it this run and could tell them from the
+        footers (python_hooks/evolution/apply.py: group_columns), in the forms of cdc_planned_raw_columns and cdc_planned_struct_fields; else none:
         staging asks Spark. -#}
     {%- for entry in cdc_run_plan().values() if entry.get('staging_model') == staging_model -%}
         {%- set planned = (entry.get('group_columns') or {}).get(group_id | string) -%}

@@ -192,7 +192,7 @@ def run_hooks(
                 entry["staging_model"] = table.staging_model
                 entry["grouped"] = table.staging_model in result.grouped
                 if table.staging_model in result.group_columns:
-                    # each group's raw columns when its files agree: its view and batch reads need not ask Spark
+                    # each file group's raw columns and struct fields: its view and batch reads need not ask Spark
                     entry["group_columns"] = result.group_columns[table.staging_model]
                 if not rebuild and placeholders.get(table.model) is False:
                     # no file of the batch (the plan's) holds the source's placeholder: the batch skips the fill

@@ -95,7 +95,7 @@ class EvolutionResult:
     # (commands/run.py), so that a batch need not ask Spark again
     columns: dict[str, list[str]] = field(default_factory=dict)
     grouped: set[str] = field(default_factory=set)
-    # staging model -> group id -> the raw column names and struct fields every file of that group names alike
+    # staging model -> group id -> the raw column names and struct fields Spark merges from that group's files
     # (`group_columns`): handed to its view and batches in the run's plan, so that they need not ask Spark
     group_columns: dict[str, dict[int, dict]] = field(default_factory=dict)
 
@@ -436,9 +436,9 @@ def _evolve_table(
             read_open = is_open and readable_as_table(group.values(), union.names)
             group_id = OPEN_GROUP if read_open else i
             group_rows[table.staging_model].append((group_id, list(group), business_types))
-            agreed = group_columns({by_relative.get(relative) for relative in group})
-            if agreed is not None:
-                result.group_columns.setdefault(table.staging_model, {})[group_id] = agreed
+            merged = group_columns({by_relative.get(relative) for relative in group})
+            if merged is not None:
+                result.group_columns.setdefault(table.staging_model, {})[group_id] = merged
     # The open group's files are not in the view's SQL: only that it exists.
     view_groups = [(g, "open" if g == OPEN_GROUP else f, t) for g, f, t in group_rows[table.staging_model]]
     result.staging_inputs[table.staging_model] = json.dumps(
