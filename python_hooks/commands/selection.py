@@ -14,8 +14,10 @@ habits do not change; this is the scheduled run's economy.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 
+from python_hooks.project.session import project_state
 from python_hooks.project.tables import CdcTable, tests_reading_only
 
 # The contract columns a batch fills (staging and current state): never null once the batch is applied.
@@ -157,19 +159,41 @@ def selection_args(dbt_args: Sequence[str]) -> list[str]:
     return chosen
 
 
+# Selection methods whose answer depends on more than the manifest (a state folder, the last run's results, the
+# sources' freshness, a selectors file): resolved at every run, never kept (`selected_nodes`).
+UNKEPT_SELECTION = ("state:", "result:", "source_status:", "--selector")
+# Per runner, the last selection it resolved, with what it was resolved on; gone with the runner.
+_RESOLVED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def selection_key(chosen: Sequence[str], manifest, common_args: Sequence[str]) -> tuple | None:
+    """What a selection's answer depends on (`chosen`: selection_args), or None when that is more than the manifest
+    (a method in UNKEPT_SELECTION): then it is never kept."""
+    if any(marker in arg for arg in chosen for marker in UNKEPT_SELECTION):
+        return None
+    return tuple(chosen), project_state(manifest, common_args)
+
+
 def selected_nodes(runner, manifest, dbt_args: Sequence[str], common_args: Sequence[str]) -> set[str] | None:
     """The names of the models, snapshots and seeds the caller's selection in `dbt_args` chooses, as dbt
     resolves it (`dbt ls` on the manifest already parsed: no Spark statement); None without a selection,
-    or when dbt cannot resolve it (the build then says why)."""
+    or when dbt cannot resolve it (the build then says why). A loop's runs resolve it once: kept per runner while
+    the project is as it was parsed then (session.project_state) and the selection the same (0.27 s of a warm
+    run's hooks, bench/TUNING.md round 46), unless it names a method in UNKEPT_SELECTION."""
     if not selects(dbt_args):
         return None
+    chosen = selection_args(dbt_args)
+    key = selection_key(chosen, manifest, common_args)
+    kept = _RESOLVED.get(runner)
+    if key is not None and kept is not None and kept[0] == key:
+        return set(kept[1])
     given = getattr(runner, "manifest", None)
     runner.manifest = manifest
     try:
         listed = runner.invoke(
             [
                 "ls",
-                *selection_args(dbt_args),
+                *chosen,
                 *("--resource-type", "model", "--resource-type", "snapshot", "--resource-type", "seed"),
                 *("--output", "name", "--log-level", "none"),
                 *common_args,
@@ -179,4 +203,7 @@ def selected_nodes(runner, manifest, dbt_args: Sequence[str], common_args: Seque
         runner.manifest = given
     if not listed.success or listed.result is None:
         return None
-    return {str(name) for name in listed.result}
+    names = {str(name) for name in listed.result}
+    if key is not None:
+        _RESOLVED[runner] = (key, frozenset(names))
+    return names

@@ -44,12 +44,12 @@ def parse(runner, dbt_args: Sequence[str], quiet: bool = True):
     written = _WRITTEN.get(runner)
     if written is not None and written[0] == tuple(dbt_args):
         parsed = runner.invoke(["parse", *flags, "--no-write-json", *dbt_args])
-        if parsed.success and _project_state(parsed.result, dbt_args) == written:
+        if parsed.success and project_state(parsed.result, dbt_args) == written:
             return parsed.result
     parsed = runner.invoke(["parse", *flags, *dbt_args])
     if not parsed.success:
         raise SessionError(PARSE_FAILED)
-    _WRITTEN[runner] = _project_state(parsed.result, dbt_args)
+    _WRITTEN[runner] = project_state(parsed.result, dbt_args)
     return parsed.result
 
 
@@ -57,8 +57,9 @@ def parse(runner, dbt_args: Sequence[str], quiet: bool = True):
 _WRITTEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _project_state(manifest, dbt_args: Sequence[str]) -> tuple:
-    """What a manifest was parsed from, as dbt's partial parsing checks it: the arguments, each file's hash,
+def project_state(manifest, dbt_args: Sequence[str]) -> tuple:
+    """What a manifest was parsed from, as dbt's partial parsing checks it (a loop's selection is kept on it too,
+    commands/selection.py: selected_nodes): the arguments, each file's hash,
     the vars, profile and project hashes, the environment variables the project read."""
     files = {name: file.checksum.checksum for name, file in manifest.files.items()}
     return tuple(dbt_args), files, manifest.state_check.to_dict(), dict(manifest.env_vars)
