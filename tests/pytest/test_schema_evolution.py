@@ -7,13 +7,13 @@ hostile column names, and a plain `dbt run` without the hooks."""
 from __future__ import annotations
 
 import datetime as dt
-import re
 from decimal import Decimal
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
+from bench.instrument import SqlProfile, normalise
 from helpers.paths import PROJECT
 from helpers.tables import assert_same_table, table_rows
 from oracles.replay_debezium import replay_topic
@@ -367,8 +367,6 @@ def test_an_envelope_view_is_left_as_it_is_while_files_of_its_new_schema_land(db
 
 def _describes(dbt, *build_args: str, landing: Path, schema: str) -> dict[str, int]:
     """A `make run`, and the `describe query` statements each of its dbt nodes sent (by node name)."""
-    from bench.instrument import SqlProfile
-
     profile = SqlProfile()
     dbt._runner.callbacks.append(profile)
     try:
@@ -377,8 +375,7 @@ def _describes(dbt, *build_args: str, landing: Path, schema: str) -> dict[str, i
         dbt._runner.callbacks.remove(profile)
     counts: dict[str, int] = {}
     for statement in profile.statements:
-        text = re.sub(r"^/\*.*?\*/\s*", "", " ".join(statement.sql.split()))  # without dbt's query comment
-        if statement.node and text.lower().startswith("describe query"):
+        if statement.node and normalise(statement.sql).startswith("describe query"):
             name = statement.node.rsplit(".", 1)[-1]
             counts[name] = counts.get(name, 0) + 1
     return counts
