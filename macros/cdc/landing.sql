@@ -209,8 +209,8 @@
 {% macro cdc_planned_group_columns(staging_model, group_id) -%}
     {#- The raw columns and struct fields of one file group of `staging_model` (its id in cdc_raw_file_groups),
         as Spark merges them from its files, when the hooks registered it this run and could tell them from the
-        footers (python_hooks/evolution/apply.py: group_columns), in the forms of cdc_planned_raw_columns and cdc_planned_struct_fields; else none:
-        staging asks Spark. -#}
+        footers (python_hooks/evolution/apply.py: group_columns), in the forms of cdc_planned_raw_columns and
+        cdc_planned_struct_fields; else raw_columns none and raw_fields empty: staging asks Spark. -#}
     {%- for entry in cdc_run_plan().values() if entry.get('staging_model') == staging_model -%}
         {%- set planned = (entry.get('group_columns') or {}).get(group_id | string) -%}
         {%- if planned is not none -%}
@@ -221,7 +221,7 @@
             {{ return({'raw_columns': cdc_named_columns(planned.raw_columns), 'raw_fields': fields}) }}
         {%- endif -%}
     {%- endfor -%}
-    {{ return(none) }}
+    {{ return({'raw_columns': none, 'raw_fields': {}}) }}
 {%- endmacro %}
 
 
@@ -396,8 +396,8 @@
                         'relation': cdc_files_relation(folder, read_files),
                         'files': read_files | length,
                         'types': fromjson(row[1]),
-                        'raw_columns': planned.raw_columns if planned else none,
-                        'raw_fields': planned.raw_fields if planned else {},
+                        'raw_columns': planned.raw_columns,
+                        'raw_fields': planned.raw_fields,
                     }) -%}
                 {%- endif -%}
             {%- endif -%}
@@ -409,8 +409,8 @@
         {%- do reads.append(open_read) -%}
     {%- elif open -%}
         {%- do reads.append({'relation': cdc_files_relation(folder, open[0].files), 'files': open[0].files | length,
-            'types': open[0].types, 'raw_columns': open[0].planned.raw_columns if open[0].planned else none,
-            'raw_fields': open[0].planned.raw_fields if open[0].planned else {}}) -%}
+            'types': open[0].types, 'raw_columns': open[0].planned.raw_columns,
+            'raw_fields': open[0].planned.raw_fields}) -%}
     {%- endif -%}
     {%- if covered or left_out -%}
         {#- A batch's file the hooks left out or did not register is `missing`; the view counts both. -#}
@@ -446,7 +446,7 @@
 {%- endmacro %}
 
 
-{% macro cdc_landing_open_read(staging_model, folder, open_files, types, others, planned=none) -%}
+{% macro cdc_landing_open_read(staging_model, folder, open_files, types, others, planned) -%}
     {#- The staging view's read of the open group (cdc_landing_reads): the folder's catalog table
         (cdc_landing_raw_table) with the columns Spark reads from the group's files (a struct's fields quoted,
         cdc_ddl_type), the other groups' files left out by the names the hooks list (`where`, on
@@ -455,7 +455,7 @@
         that is not a plain identifier, a column of nulls only (void) or two spellings of one name, the group is
         read as a list of files (and the view's fingerprint, which does not name them, keeps it until the next
         schema change: said in a warning). The read's raw columns are the table's, declared here; its struct fields
-        those of the run's plan (`planned`: cdc_planned_group_columns), if any. -#}
+        those of the run's plan (`planned`: cdc_planned_group_columns). -#}
     {%- set found = cdc_landing_columns_of('select * from ' ~ cdc_files_relation(folder, open_files)) -%}
     {%- set columns = [] -%}
     {%- for column in found -%}
@@ -481,7 +481,7 @@
         'files': open_files | length,
         'types': types,
         'raw_columns': found,
-        'raw_fields': planned.raw_fields if planned else {},
+        'raw_fields': planned.raw_fields,
     }) }}
 {%- endmacro %}
 

@@ -226,8 +226,8 @@ class Inspection:
     business_types: dict[str, str] = field(default_factory=dict)
     ignored: list[str] = field(default_factory=list)
     left_out: tuple[str, ...] = ()
-    # per file (location string): its column names in its order and its struct columns' fields, as JSON
-    file_columns: dict[str, str] = field(default_factory=dict)
+    # per file (location string): its footer's schema (a table read in groups hands each group's columns from them)
+    file_schemas: dict[str, pa.Schema] = field(default_factory=dict)
 
 
 def inspect_table(
@@ -282,9 +282,8 @@ def inspect_table(
     problems += [_refusal_message(refusal, table, file_types) for refusal in plan.refusals]
     kept = {name.lower() for name in incoming.names} | {name.lower() for name, _ in current or ()}
     business = {name.lower(): t for name, t in _spark_types(staged_business) if name.lower() in kept}
-    file_columns = {name: column_signature(schema) for name, schema in readable}
     return Inspection(
-        problems, plan, union.schema, incoming, file_types, staged.schema, business, ignored, left_out, file_columns
+        problems, plan, union.schema, incoming, file_types, staged.schema, business, ignored, left_out, dict(readable)
     )
 
 
@@ -431,12 +430,13 @@ def _evolve_table(
         business_types = json.dumps(found.business_types)
         left_out = sorted(f.relative for f in files if str(f.location) in found.left_out and f.size > 0)
         group_rows[table.staging_model] = [(LEFT_OUT_GROUP, left_out, None)] if left_out else []
-        by_relative = {location(name).relative_to(table.folder): names for name, names in found.file_columns.items()}
+        schemas = {location(name).relative_to(table.folder): schema for name, schema in found.file_schemas.items()}
         for i, (is_open, group) in enumerate(groups):
             read_open = is_open and readable_as_table(group.values(), union.names)
             group_id = OPEN_GROUP if read_open else i
             group_rows[table.staging_model].append((group_id, list(group), business_types))
-            merged = group_columns({by_relative.get(relative) for relative in group})
+            signatures = {column_signature(schemas[f]) if f in schemas else None for f in group}
+            merged = group_columns(signatures)
             if merged is not None:
                 result.group_columns.setdefault(table.staging_model, {})[group_id] = merged
     # The open group's files are not in the view's SQL: only that it exists.
@@ -453,7 +453,7 @@ def column_signature(schema: pa.Schema) -> str:
 
 def group_columns(signatures: Collection[str | None]) -> dict | None:
     """The raw columns and struct fields of a group of files (`signatures`: each file's `column_signature`,
-    Inspection.file_columns), as Spark merges its files' footers (spark.sql.parquet.mergeSchema): every column any
+    from Inspection.file_schemas), as Spark merges its files' footers (spark.sql.parquet.mergeSchema): every column any
     file names, once each, and a struct column's fields when every file that holds it names the same ones in the same
     order (the files of a group have one type per column: a struct with another field is another group). None when
     a footer was not read, two spellings of a name differ only in case, or a struct's fields differ. A group is always
