@@ -18,12 +18,13 @@ from bench.project import BenchProject
 from bench.sql import Sql
 
 RATIOS = ("R1", "R2", "R3", "R4", "S", "M", "Z", "H", "F")
-# The goals of the rebuilt batch engine (issue "The batch engine, rebuilt").
+# The goals of issue "A run costs what its data costs" (R2 ≤ 1.3, R4 ≤ 1.0 there; the earlier issue "The batch
+# engine, rebuilt" asked 1.0 and 0.9). It names no goal for R1: its goal stays the earlier issue's.
 GOALS = {
     "R1": 0.15,
-    "R2": 1.0,
+    "R2": 1.3,
     "R3": 2.5,
-    "R4": 0.9,
+    "R4": 1.0,
     "S": 1.5,
     "M": 1.5,
     "Z": 1.5,
