@@ -59,8 +59,8 @@ _WRITTEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def project_state(manifest, dbt_args: Sequence[str]) -> tuple:
     """What a manifest was parsed from, as dbt's partial parsing checks it (a loop's selection is kept on it too,
-    commands/selection.py: selected_nodes): the arguments, each file's hash,
-    the vars, profile and project hashes, the environment variables the project read."""
+    commands/selection.py: selected_nodes): the arguments, each file's hash, the vars, profile and project hashes,
+    the environment variables the project read."""
     files = {name: file.checksum.checksum for name, file in manifest.files.items()}
     return tuple(dbt_args), files, manifest.state_check.to_dict(), dict(manifest.env_vars)
 
